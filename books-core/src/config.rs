@@ -1,0 +1,207 @@
+//! Embedding configuration and the injectable clock.
+
+use std::fmt::Debug;
+use std::num::NonZeroU32;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, SubsecRound, Utc};
+
+/// A source of the current time: the year rule, timestamps and the extended ping read it.
+pub trait Clock: Debug + Send + Sync + 'static {
+    /// The current instant in UTC.
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// A clock that reads a time set by hand; clones share the same time (for tests).
+#[derive(Debug, Clone)]
+pub struct ManualClock(Arc<Mutex<DateTime<Utc>>>);
+
+impl ManualClock {
+    /// A clock stopped at `now`.
+    pub fn new(now: DateTime<Utc>) -> Self {
+        Self(Arc::new(Mutex::new(now)))
+    }
+
+    /// Moves the clock (and every clone of it) to `now`.
+    pub fn set(&self, now: DateTime<Utc>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = now;
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> DateTime<Utc> {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Which route names the API serves (see the contract's route table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RouteScheme {
+    /// `GET /books`, `POST /books`, `PUT /books/{id}`, `DELETE /books/{id}`.
+    Index,
+    /// `GET /books/list`, `POST /books/create`, `PUT /books/update/{id}`, `DELETE /books/delete/{id}`.
+    Action,
+    /// Both of the above (the default).
+    #[default]
+    Both,
+}
+
+impl RouteScheme {
+    pub(crate) fn index(self) -> bool {
+        matches!(self, Self::Index | Self::Both)
+    }
+
+    pub(crate) fn action(self) -> bool {
+        matches!(self, Self::Action | Self::Both)
+    }
+}
+
+impl FromStr for RouteScheme {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "index" => Ok(Self::Index),
+            "action" => Ok(Self::Action),
+            "both" => Ok(Self::Both),
+            _ => Err(format!("unknown route scheme {s:?} (expected index, action or both)")),
+        }
+    }
+}
+
+/// How a [`BooksApi`](crate::BooksApi) is mounted and behaves.
+///
+/// Built from [`Config::default`] with the `with_*` methods:
+///
+/// ```
+/// use books_core::{Config, RouteScheme};
+/// let config = Config::default()
+///     .with_prefix("/v1/")
+///     .with_base_url("https://books.example.com/")
+///     .with_route_scheme(RouteScheme::Index);
+/// assert_eq!(config.prefix(), "/v1");
+/// assert_eq!(config.base_url(), "https://books.example.com");
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    prefix: String,
+    base_url: String,
+    page_size: NonZeroU32,
+    route_scheme: RouteScheme,
+    extended_ping: bool,
+    body_limit: usize,
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for Config {
+    /// Prefix `/api`, base URL `http://localhost:8080`, 20 books a page, both route
+    /// schemes, basic ping, a 64 KiB body limit and the system clock.
+    fn default() -> Self {
+        Self {
+            prefix: "/api".into(),
+            base_url: "http://localhost:8080".into(),
+            page_size: NonZeroU32::new(20).expect("20 is not zero"),
+            route_scheme: RouteScheme::Both,
+            extended_ping: false,
+            body_limit: 64 * 1024,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl Config {
+    /// Sets the mount prefix (`/api`); leading slash added, trailing slashes dropped,
+    /// `""` or `"/"` mounts at the root.
+    pub fn with_prefix(mut self, prefix: &str) -> Self {
+        let trimmed = prefix.trim_matches('/');
+        self.prefix = if trimmed.is_empty() {
+            String::new()
+        } else {
+            format!("/{trimmed}")
+        };
+        self
+    }
+
+    /// Sets the absolute URL that links and `Location` start with (trailing slashes dropped).
+    pub fn with_base_url(mut self, base_url: &str) -> Self {
+        self.base_url = base_url.trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// Sets the number of books on a page.
+    pub fn with_page_size(mut self, page_size: NonZeroU32) -> Self {
+        self.page_size = page_size;
+        self
+    }
+
+    /// Chooses which route scheme(s) to serve.
+    pub fn with_route_scheme(mut self, scheme: RouteScheme) -> Self {
+        self.route_scheme = scheme;
+        self
+    }
+
+    /// Adds `time` and `version` to the ping answer.
+    pub fn with_extended_ping(mut self, extended: bool) -> Self {
+        self.extended_ping = extended;
+        self
+    }
+
+    /// Sets the largest request body accepted, in bytes (larger ones get 413).
+    pub fn with_body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// Replaces the clock (tests pin the date with [`ManualClock`]).
+    pub fn with_clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The mount prefix, `""` when mounted at the root.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The base URL of links.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// Books per page.
+    pub fn page_size(&self) -> NonZeroU32 {
+        self.page_size
+    }
+
+    /// The served route scheme(s).
+    pub fn route_scheme(&self) -> RouteScheme {
+        self.route_scheme
+    }
+
+    /// Whether ping answers with `time` and `version`.
+    pub fn extended_ping(&self) -> bool {
+        self.extended_ping
+    }
+
+    /// The body size limit in bytes.
+    pub fn body_limit(&self) -> usize {
+        self.body_limit
+    }
+
+    /// The current time from the configured clock, to whole seconds.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now().trunc_subsecs(0)
+    }
+}

@@ -1,0 +1,58 @@
+//! Framework-free core of the books API.
+//!
+//! [`BooksApi`] implements every route of the books-and-ping contract over
+//! [`http::Request`] and [`http::Response`]: routing (index and action schemes),
+//! `Accept` negotiation (JSON and XML), body decoding (form, JSON, multipart),
+//! validation, pagination and RFC 9457 problem details. Storage sits behind the
+//! object-safe [`BookStore`] trait; bindings (warp, …) only convert types.
+//!
+//! ```
+//! use books_core::{BooksApi, Config};
+//! # #[derive(Debug)] struct NoStore;
+//! # #[async_trait::async_trait]
+//! # impl books_core::BookStore for NoStore {
+//! #   async fn list(&self, _: u64, _: u32) -> Result<books_core::BookPage, books_core::StoreError> { Ok(Default::default()) }
+//! #   async fn get(&self, _: i64) -> Result<Option<books_core::BookRecord>, books_core::StoreError> { Ok(None) }
+//! #   async fn create(&self, _: &books_core::BookInput, _: chrono::DateTime<chrono::Utc>) -> Result<i64, books_core::StoreError> { Ok(1) }
+//! #   async fn update(&self, _: i64, _: &books_core::BookInput, _: chrono::DateTime<chrono::Utc>) -> Result<bool, books_core::StoreError> { Ok(false) }
+//! #   async fn delete(&self, _: i64) -> Result<bool, books_core::StoreError> { Ok(false) }
+//! #   async fn author_exists(&self, _: i64) -> Result<bool, books_core::StoreError> { Ok(false) }
+//! # }
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let api = BooksApi::new(NoStore, Config::default().with_extended_ping(false));
+//! let request = http::Request::get("/api/ping").body(bytes::Bytes::new()).unwrap();
+//! assert!(api.owns(request.uri().path()));
+//! let response = api.handle(request).await;
+//! assert_eq!(response.status(), 200);
+//! assert_eq!(&response.body()[..], br#"{"status":"ok"}"#);
+//! # });
+//! ```
+
+mod api;
+mod body;
+mod config;
+mod form;
+mod negotiate;
+mod pagination;
+mod problem;
+mod query;
+mod render;
+mod route;
+mod store;
+mod validate;
+mod xml;
+
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
+
+pub use api::BooksApi;
+pub use config::{Clock, Config, ManualClock, RouteScheme, SystemClock};
+pub use store::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError};
+
+/// The version reported by the extended ping.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+// Dev-dependencies used only by the integration tests.
+#[cfg(test)]
+use {books_memstore as _, proptest as _};

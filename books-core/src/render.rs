@@ -1,0 +1,139 @@
+//! Response bodies (JSON or XML) and headers.
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, VARY};
+use http::{Response, StatusCode};
+use serde::{Serialize, Serializer};
+
+use crate::negotiate::Format;
+use crate::pagination::{Links, Meta};
+use crate::problem::{Problem, ProblemBody};
+use crate::query::Includes;
+use crate::store::BookRecord;
+use crate::xml::to_xml;
+
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+const XML: HeaderValue = HeaderValue::from_static("application/xml; charset=utf-8");
+const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
+const PROBLEM_XML: HeaderValue = HeaderValue::from_static("application/problem+xml; charset=utf-8");
+const ACCEPT: HeaderValue = HeaderValue::from_static("accept");
+
+/// A timestamp as `YYYY-MM-DD HH:MM:SS` (UTC).
+struct Timestamp(DateTime<Utc>);
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0.format("%Y-%m-%d %H:%M:%S"))
+    }
+}
+
+#[derive(Serialize)]
+struct AuthorView<'a> {
+    id: i64,
+    name: &'a str,
+}
+
+/// A book as the API shows it.
+#[derive(Serialize)]
+pub(crate) struct BookView<'a> {
+    id: i64,
+    title: &'a str,
+    year: i32,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    /// Absent unless included; `null` without an author id or name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    author: Option<Option<AuthorView<'a>>>,
+}
+
+impl<'a> BookView<'a> {
+    pub(crate) fn new(book: &'a BookRecord, includes: Includes) -> Self {
+        Self {
+            id: book.id,
+            title: &book.title,
+            year: book.year,
+            created_at: Timestamp(book.created_at),
+            updated_at: Timestamp(book.updated_at),
+            author: includes.author.then(|| match (book.author_id, &book.author_name) {
+                (Some(id), Some(name)) => Some(AuthorView { id, name }),
+                _ => None,
+            }),
+        }
+    }
+}
+
+/// The page envelope.
+#[derive(Serialize)]
+pub(crate) struct PageView<'a> {
+    pub(crate) data: Vec<BookView<'a>>,
+    pub(crate) meta: Meta,
+    pub(crate) links: Links,
+}
+
+/// The ping answer.
+#[derive(Serialize)]
+pub(crate) struct Ping {
+    pub(crate) status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) time: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) version: Option<&'static str>,
+}
+
+/// The delete answer.
+#[derive(Serialize)]
+pub(crate) struct Deleted {
+    pub(crate) id: i64,
+}
+
+/// A success response; `root` names the XML root element.
+pub(crate) fn success<T: Serialize>(
+    status: StatusCode,
+    format: Format,
+    root: &str,
+    value: &T,
+) -> Response<Bytes> {
+    let (body, content_type) = match format {
+        Format::Json => (serialize_json(value), JSON),
+        Format::Xml => (serialize_xml(root, value), XML),
+    };
+    response(status, content_type, body)
+}
+
+/// A problem-details response (with `Allow` on 405 and `Retry-After` on 503).
+pub(crate) fn problem(problem: &Problem, format: Format) -> Response<Bytes> {
+    let body = ProblemBody::from(problem);
+    let (bytes, content_type) = match format {
+        Format::Json => (serialize_json(&body), PROBLEM_JSON),
+        Format::Xml => (serialize_xml("problem", &body), PROBLEM_XML),
+    };
+    let mut response = response(problem.status, content_type, bytes);
+    let headers = response.headers_mut();
+    if let Some(allow) = problem.allow {
+        headers.insert(http::header::ALLOW, HeaderValue::from_static(allow));
+    }
+    if problem.status == StatusCode::SERVICE_UNAVAILABLE {
+        headers.insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    response
+}
+
+fn response(status: StatusCode, content_type: HeaderValue, body: Vec<u8>) -> Response<Bytes> {
+    let length = HeaderValue::from(body.len());
+    let mut response = Response::new(Bytes::from(body));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, content_type);
+    headers.insert(VARY, ACCEPT);
+    headers.insert(CONTENT_LENGTH, length);
+    response
+}
+
+fn serialize_json<T: Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("API values serialise to JSON")
+}
+
+fn serialize_xml<T: Serialize>(root: &str, value: &T) -> Vec<u8> {
+    to_xml(root, &serde_json::to_value(value).expect("API values serialise to JSON"))
+}

@@ -1,0 +1,173 @@
+//! Maps a path and method to an endpoint, in the configured route scheme(s).
+
+use http::Method;
+
+use crate::config::RouteScheme;
+
+/// What a request asks for once routed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Endpoint {
+    Ping,
+    /// The list; `action` says it was reached as `/books/list` (links follow the same path).
+    List { action: bool },
+    /// A single read; `None` is an id segment that names no book.
+    Get(Option<i64>),
+    Create,
+    Update(Option<i64>),
+    Delete(Option<i64>),
+}
+
+/// The outcome of routing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Routed {
+    Endpoint(Endpoint),
+    /// `OPTIONS` on a known path: the methods it serves.
+    Options(&'static str),
+    MethodNotAllowed(&'static str),
+    NotFound,
+}
+
+/// Known paths (relative to the prefix) and the methods each serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resource {
+    Ping,
+    Books,
+    Book(Option<i64>),
+    ListAction,
+    CreateAction,
+    UpdateAction(Option<i64>),
+    DeleteAction(Option<i64>),
+}
+
+impl Resource {
+    fn parse(path: &str, scheme: RouteScheme) -> Option<Self> {
+        let path = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
+        let mut segments = path.strip_prefix('/')?.split('/');
+        let resource = match (segments.next(), segments.next(), segments.next()) {
+            (Some("ping"), None, _) => Self::Ping,
+            (Some("books"), None, _) if scheme.index() => Self::Books,
+            (Some("books"), Some("list"), None) if scheme.action() => Self::ListAction,
+            (Some("books"), Some("create"), None) if scheme.action() => Self::CreateAction,
+            (Some("books"), Some("update"), Some(id)) if scheme.action() => {
+                Self::UpdateAction(parse_id(id))
+            }
+            (Some("books"), Some("delete"), Some(id)) if scheme.action() => {
+                Self::DeleteAction(parse_id(id))
+            }
+            (Some("books"), Some(id), None) if !id.is_empty() => Self::Book(parse_id(id)),
+            _ => return None,
+        };
+        match segments.next() {
+            None => Some(resource),
+            Some(_) => None,
+        }
+    }
+
+    fn allow(self, scheme: RouteScheme) -> &'static str {
+        match self {
+            Self::Ping | Self::ListAction => "GET, HEAD, OPTIONS",
+            Self::Books => "GET, HEAD, OPTIONS, POST",
+            Self::Book(_) if scheme.index() => "DELETE, GET, HEAD, OPTIONS, PUT",
+            Self::Book(_) => "GET, HEAD, OPTIONS",
+            Self::CreateAction => "OPTIONS, POST",
+            Self::UpdateAction(_) => "OPTIONS, PUT",
+            Self::DeleteAction(_) => "DELETE, OPTIONS",
+        }
+    }
+
+    fn endpoint(self, method: &Method, scheme: RouteScheme) -> Option<Endpoint> {
+        let read = method == Method::GET || method == Method::HEAD;
+        Some(match self {
+            Self::Ping if read => Endpoint::Ping,
+            Self::Books if read => Endpoint::List { action: false },
+            Self::Books if method == Method::POST => Endpoint::Create,
+            Self::ListAction if read => Endpoint::List { action: true },
+            Self::Book(id) if read => Endpoint::Get(id),
+            Self::Book(id) if scheme.index() && method == Method::PUT => Endpoint::Update(id),
+            Self::Book(id) if scheme.index() && method == Method::DELETE => Endpoint::Delete(id),
+            Self::CreateAction if method == Method::POST => Endpoint::Create,
+            Self::UpdateAction(id) if method == Method::PUT => Endpoint::Update(id),
+            Self::DeleteAction(id) if method == Method::DELETE => Endpoint::Delete(id),
+            _ => return None,
+        })
+    }
+}
+
+/// A book id: decimal digits naming `1..=i64::MAX`; anything else names no book.
+fn parse_id(segment: &str) -> Option<i64> {
+    if segment.is_empty() || !segment.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    segment.parse::<i64>().ok().filter(|&id| id >= 1)
+}
+
+/// Routes `path` (already relative to the mount prefix, `""` for the prefix itself).
+pub(crate) fn route(path: &str, method: &Method, scheme: RouteScheme) -> Routed {
+    let Some(resource) = Resource::parse(path, scheme) else {
+        return Routed::NotFound;
+    };
+    if method == Method::OPTIONS {
+        return Routed::Options(resource.allow(scheme));
+    }
+    match resource.endpoint(method, scheme) {
+        Some(endpoint) => Routed::Endpoint(endpoint),
+        None => Routed::MethodNotAllowed(resource.allow(scheme)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn get(path: &str, scheme: RouteScheme) -> Routed {
+        route(path, &Method::GET, scheme)
+    }
+
+    #[test]
+    fn index_and_action_paths() {
+        use Endpoint::*;
+        let both = RouteScheme::Both;
+        assert_eq!(get("/ping", both), Routed::Endpoint(Ping));
+        assert_eq!(get("/ping/", both), Routed::Endpoint(Ping));
+        assert_eq!(get("/ping//", both), Routed::NotFound);
+        assert_eq!(get("", both), Routed::NotFound);
+        assert_eq!(get("/", both), Routed::NotFound);
+        assert_eq!(get("/books", both), Routed::Endpoint(List { action: false }));
+        assert_eq!(get("/books/list", both), Routed::Endpoint(List { action: true }));
+        assert_eq!(get("/books/7", both), Routed::Endpoint(Get(Some(7))));
+        assert_eq!(get("/books/7/", both), Routed::Endpoint(Get(Some(7))));
+        assert_eq!(get("/books/7/x", both), Routed::NotFound);
+        assert_eq!(get("/books//", both), Routed::NotFound);
+        assert_eq!(
+            route("/books/update/3", &Method::PUT, both),
+            Routed::Endpoint(Update(Some(3)))
+        );
+        assert_eq!(
+            route("/books/update/3", &Method::GET, both),
+            Routed::MethodNotAllowed("OPTIONS, PUT")
+        );
+        assert_eq!(get("/books/list", RouteScheme::Index), Routed::Endpoint(Get(None)));
+        assert_eq!(get("/books", RouteScheme::Action), Routed::NotFound);
+        assert_eq!(
+            route("/books/3", &Method::PUT, RouteScheme::Action),
+            Routed::MethodNotAllowed("GET, HEAD, OPTIONS")
+        );
+        assert_eq!(
+            route("/books/delete/3", &Method::DELETE, RouteScheme::Index),
+            Routed::NotFound
+        );
+        assert_eq!(
+            route("/books", &Method::OPTIONS, both),
+            Routed::Options("GET, HEAD, OPTIONS, POST")
+        );
+    }
+
+    #[test]
+    fn ids() {
+        for bad in ["abc", "-1", "0", "1.5", "9223372036854775808", "+1", " 1", ""] {
+            assert_eq!(parse_id(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_id("9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_id("007"), Some(7));
+    }
+}

@@ -1,0 +1,145 @@
+//! The create/update rules, each with its message; every failing field is reported.
+
+use serde_json::Value;
+
+use crate::body::{Fields, Raw};
+use crate::problem::{FieldErrors, Problem};
+use crate::store::{BookInput, BookStore};
+
+pub(crate) const AUTHOR_INVALID: &str = "The selected author id is invalid.";
+const TITLE_MAX_CHARS: usize = 255;
+const YEAR_MIN: i128 = 2000;
+
+/// Checks `fields` against the contract's rules (the author through `store`), returning
+/// the input to store, a 422 problem with every failing field, or a store failure.
+pub(crate) async fn validate(
+    fields: Fields,
+    store: &dyn BookStore,
+    current_year: i32,
+) -> Result<BookInput, Problem> {
+    let mut errors = FieldErrors::default();
+    let title = title(fields.title).map_err(|m| errors.add("title", m)).ok();
+    let author_id = match integer(&fields.author_id) {
+        Err(Missing) => Err("The author id field is required."),
+        Err(NotInteger) => Err("The author id must be an integer."),
+        Ok(id) => match i64::try_from(id) {
+            Ok(id) if id >= 1 && store.author_exists(id).await? => Ok(id),
+            _ => Err(AUTHOR_INVALID),
+        },
+    }
+    .map_err(|m| errors.add("author_id", m))
+    .ok();
+    let year = match integer(&fields.year) {
+        Err(Missing) => Err("The year field is required.".to_owned()),
+        Err(NotInteger) => Err("The year must be an integer.".to_owned()),
+        Ok(year) if year < YEAR_MIN => Err("The year must be at least 2000.".to_owned()),
+        Ok(year) if year > i128::from(current_year) => Err(format!(
+            "The year may not be greater than {current_year}."
+        )),
+        Ok(year) => Ok(year as i32),
+    }
+    .map_err(|m| errors.add("year", m))
+    .ok();
+    match (title, author_id, year) {
+        (Some(title), Some(author_id), Some(year)) => Ok(BookInput {
+            title,
+            author_id,
+            year,
+        }),
+        _ => Err(Problem::invalid(errors)),
+    }
+}
+
+fn title(raw: Raw) -> Result<String, &'static str> {
+    let text = match raw {
+        Raw::Missing => return Err("The title field is required."),
+        Raw::Text(text) => text,
+        Raw::Json(_) => return Err("The title must be a string."),
+    };
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        Err("The title field is required.")
+    } else if trimmed.chars().count() > TITLE_MAX_CHARS {
+        Err("The title may not be greater than 255 characters.")
+    } else if trimmed.chars().any(|c| c <= '\u{1f}' || c == '\u{7f}') {
+        Err("The title may not contain control characters.")
+    } else if trimmed.len() == text.len() {
+        Ok(text)
+    } else {
+        Ok(trimmed.to_owned())
+    }
+}
+
+enum NotAnInteger {
+    Missing,
+    NotInteger,
+}
+use NotAnInteger::{Missing, NotInteger};
+
+/// An integer field: a JSON integer, or text of optional sign and decimal digits
+/// (surrounding whitespace ignored). Values beyond 64 bits saturate far outside every
+/// valid range, so they fail the range rule, not the integer rule.
+fn integer(raw: &Raw) -> Result<i128, NotAnInteger> {
+    match raw {
+        Raw::Missing => Err(Missing),
+        Raw::Json(Value::Number(n)) => n
+            .as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+            .ok_or(NotInteger),
+        Raw::Json(_) => Err(NotInteger),
+        Raw::Text(text) => {
+            let text = text.trim();
+            if text.is_empty() {
+                return Err(Missing);
+            }
+            let (negative, digits) = match text.as_bytes()[0] {
+                b'-' => (true, &text[1..]),
+                b'+' => (false, &text[1..]),
+                _ => (false, text),
+            };
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(NotInteger);
+            }
+            let magnitude = digits.parse::<i128>().unwrap_or(i128::MAX);
+            Ok(if negative { -magnitude } else { magnitude })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers() {
+        let text = |s: &str| integer(&Raw::Text(s.into()));
+        assert!(matches!(text("2005"), Ok(2005)));
+        assert!(matches!(text(" 2005 "), Ok(2005)));
+        assert!(matches!(text("-3"), Ok(-3)));
+        assert!(matches!(text("+3"), Ok(3)));
+        assert!(matches!(text(""), Err(Missing)));
+        for bad in ["2005.0", "1e3", "abc", "-", "0x10", "1 2"] {
+            assert!(matches!(text(bad), Err(NotInteger)), "{bad}");
+        }
+        assert!(matches!(text("99999999999999999999999999999999999999999999"), Ok(i128::MAX)));
+        let json = |v: Value| integer(&Raw::Json(v));
+        assert!(matches!(json(serde_json::json!(2005)), Ok(2005)));
+        assert!(matches!(json(serde_json::json!(u64::MAX)), Ok(_)));
+        for bad in [serde_json::json!(2005.0), serde_json::json!(true), serde_json::json!([1]), serde_json::json!({})] {
+            assert!(matches!(json(bad), Err(NotInteger)));
+        }
+    }
+
+    #[test]
+    fn titles() {
+        let text = |s: &str| title(Raw::Text(s.into()));
+        assert_eq!(text("  Dune "), Ok("Dune".into()));
+        assert_eq!(text(" \t "), Err("The title field is required."));
+        assert_eq!(text(&"é".repeat(255)), Ok("é".repeat(255)));
+        assert!(text(&"é".repeat(256)).is_err());
+        assert_eq!(text("a\u{0}b"), Err("The title may not contain control characters."));
+        assert_eq!(text("a\u{7f}b"), Err("The title may not contain control characters."));
+        assert_eq!(title(Raw::Json(3.into())), Err("The title must be a string."));
+    }
+}

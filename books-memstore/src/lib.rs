@@ -1,0 +1,168 @@
+//! An in-memory [`BookStore`] for tests, demos and benchmarks.
+//!
+//! ```
+//! use books_core::{AuthorStore, BooksApi, Config};
+//! use books_memstore::MemStore;
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let store = MemStore::new();
+//! let author = store.add_author(Some("Frank Herbert")).await.unwrap();
+//! let api = BooksApi::new(store.clone(), Config::default());
+//! # let _ = (author, api);
+//! # });
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use async_trait::async_trait;
+use books_core::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError};
+use chrono::{DateTime, Utc};
+
+/// A concurrent-safe in-memory store; clones share the same data.
+#[derive(Debug, Clone, Default)]
+pub struct MemStore {
+    state: Arc<RwLock<State>>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    books: BTreeMap<i64, Stored>,
+    authors: HashMap<i64, Option<String>>,
+    last_book_id: i64,
+    last_author_id: i64,
+}
+
+#[derive(Debug, Clone)]
+struct Stored {
+    title: String,
+    year: i32,
+    author_id: Option<i64>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl State {
+    fn record(&self, id: i64, book: &Stored) -> BookRecord {
+        BookRecord {
+            id,
+            title: book.title.clone(),
+            year: book.year,
+            author_id: book.author_id,
+            author_name: book
+                .author_id
+                .and_then(|a| self.authors.get(&a).cloned().flatten()),
+            created_at: book.created_at,
+            updated_at: book.updated_at,
+        }
+    }
+}
+
+impl MemStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait]
+impl BookStore for MemStore {
+    async fn list(&self, offset: u64, limit: u32) -> Result<BookPage, StoreError> {
+        let state = self.read();
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        let books = state
+            .books
+            .iter()
+            .skip(skip)
+            .take(limit as usize)
+            .map(|(&id, book)| state.record(id, book))
+            .collect();
+        Ok(BookPage {
+            books,
+            total: state.books.len() as u64,
+        })
+    }
+
+    async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
+        let state = self.read();
+        Ok(state.books.get(&id).map(|book| state.record(id, book)))
+    }
+
+    async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<i64, StoreError> {
+        let mut state = self.write();
+        if !state.authors.contains_key(&book.author_id) {
+            return Err(StoreError::AuthorNotFound(book.author_id));
+        }
+        state.last_book_id += 1;
+        let id = state.last_book_id;
+        let stored = Stored {
+            title: book.title.clone(),
+            year: book.year,
+            author_id: Some(book.author_id),
+            created_at: now,
+            updated_at: now,
+        };
+        state.books.insert(id, stored);
+        Ok(id)
+    }
+
+    async fn update(
+        &self,
+        id: i64,
+        book: &BookInput,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        let mut state = self.write();
+        if !state.books.contains_key(&id) {
+            return Ok(false);
+        }
+        if !state.authors.contains_key(&book.author_id) {
+            return Err(StoreError::AuthorNotFound(book.author_id));
+        }
+        let stored = state.books.get_mut(&id).expect("checked above");
+        stored.title.clone_from(&book.title);
+        stored.year = book.year;
+        stored.author_id = Some(book.author_id);
+        stored.updated_at = now;
+        Ok(true)
+    }
+
+    async fn delete(&self, id: i64) -> Result<bool, StoreError> {
+        Ok(self.write().books.remove(&id).is_some())
+    }
+
+    async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
+        Ok(self.read().authors.contains_key(&id))
+    }
+}
+
+#[async_trait]
+impl AuthorStore for MemStore {
+    async fn add_author(&self, name: Option<&str>) -> Result<i64, StoreError> {
+        let mut state = self.write();
+        state.last_author_id += 1;
+        let id = state.last_author_id;
+        state.authors.insert(id, name.map(str::to_owned));
+        Ok(id)
+    }
+
+    async fn remove_author(&self, id: i64) -> Result<bool, StoreError> {
+        let mut state = self.write();
+        if state.authors.remove(&id).is_none() {
+            return Ok(false);
+        }
+        for book in state.books.values_mut() {
+            if book.author_id == Some(id) {
+                book.author_id = None;
+            }
+        }
+        Ok(true)
+    }
+}
