@@ -72,6 +72,18 @@ impl BooksApi {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let (parts, body) = request.into_parts();
+        let mut response = self.respond(&parts, body).await;
+        if parts.method == Method::HEAD {
+            *response.body_mut() = Bytes::new();
+        }
+        response
+    }
+
+    async fn respond<B>(&self, parts: &http::request::Parts, body: B) -> Response<Bytes>
+    where
+        B: Body,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let format = negotiate(&parts.headers);
         let routed = match self.relative(parts.uri.path()) {
             Some(path) => route(path, &parts.method, self.inner.config.route_scheme()),
@@ -89,15 +101,11 @@ impl BooksApi {
             return render::problem(&Problem::not_acceptable(), Format::Json);
         };
         let result = match routed {
-            Routed::Endpoint(endpoint) => self.dispatch(endpoint, &parts, body, format).await,
+            Routed::Endpoint(endpoint) => self.dispatch(endpoint, parts, body, format).await,
             Routed::MethodNotAllowed(allow) => Err(Problem::method_not_allowed(allow)),
             Routed::NotFound | Routed::Options(_) => Err(Problem::not_found()),
         };
-        let mut response = result.unwrap_or_else(|problem| render::problem(&problem, format));
-        if parts.method == Method::HEAD {
-            *response.body_mut() = Bytes::new();
-        }
-        response
+        result.unwrap_or_else(|problem| render::problem(&problem, format))
     }
 
     async fn dispatch<B>(
@@ -143,7 +151,12 @@ impl BooksApi {
                 if !self.inner.store.delete(id).await? {
                     return Err(Problem::book_not_found());
                 }
-                Ok(render::success(StatusCode::OK, format, "deleted", &Deleted { id }))
+                Ok(render::success(
+                    StatusCode::OK,
+                    format,
+                    "deleted",
+                    &Deleted { id },
+                ))
             }
         }
     }
@@ -179,7 +192,11 @@ impl BooksApi {
         );
         let links = Links::new(&list_url, &meta, includes);
         let view = PageView {
-            data: found.books.iter().map(|b| BookView::new(b, includes)).collect(),
+            data: found
+                .books
+                .iter()
+                .map(|b| BookView::new(b, includes))
+                .collect(),
             meta,
             links,
         };

@@ -146,7 +146,9 @@ mod tests {
     #[tokio::test]
     async fn multipart_text_fields() {
         let body = b"--XyZ\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nDune\r\n--XyZ\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nx\r\n--XyZ\r\nContent-Disposition: form-data; name=\"year\"\r\n\r\n2001\r\n--XyZ--\r\n";
-        let fields = decode_with("multipart/form-data; boundary=XyZ", body).await.unwrap();
+        let fields = decode_with("multipart/form-data; boundary=XyZ", body)
+            .await
+            .unwrap();
         assert_eq!(fields.title, Raw::Text("Dune".into()));
         assert_eq!(fields.year, Raw::Text("2001".into()));
         assert_eq!(fields.author_id, Raw::Missing);
@@ -158,9 +160,12 @@ mod tests {
 
     #[tokio::test]
     async fn json_and_types() {
-        let fields = decode_with("application/json; charset=utf-8", br#"{"title":null,"year":2001,"author_id":"3"}"#)
-            .await
-            .unwrap();
+        let fields = decode_with(
+            "application/json; charset=utf-8",
+            br#"{"title":null,"year":2001,"author_id":"3"}"#,
+        )
+        .await
+        .unwrap();
         assert_eq!(fields.title, Raw::Missing);
         assert_eq!(fields.year, Raw::Json(2001.into()));
         assert_eq!(fields.author_id, Raw::Text("3".into()));
@@ -171,6 +176,10 @@ mod tests {
     }
 
     async fn fields_status(content_type: &str, body: &'static [u8]) -> u16 {
-        decode_with(content_type, body).await.unwrap_err().status.as_u16()
+        decode_with(content_type, body)
+            .await
+            .unwrap_err()
+            .status
+            .as_u16()
     }
 }

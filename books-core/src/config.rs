@@ -76,7 +76,9 @@ impl FromStr for RouteScheme {
             "index" => Ok(Self::Index),
             "action" => Ok(Self::Action),
             "both" => Ok(Self::Both),
-            _ => Err(format!("unknown route scheme {s:?} (expected index, action or both)")),
+            _ => Err(format!(
+                "unknown route scheme {s:?} (expected index, action or both)"
+            )),
         }
     }
 }

@@ -26,7 +26,9 @@ fn decode(raw: &[u8]) -> Result<String, InvalidUtf8> {
         .iter()
         .map(|&b| if b == b'+' { b' ' } else { b })
         .collect();
-    let text = percent_decode(&spaced).decode_utf8().map_err(|_| InvalidUtf8)?;
+    let text = percent_decode(&spaced)
+        .decode_utf8()
+        .map_err(|_| InvalidUtf8)?;
     Ok(text.into_owned())
 }
 
@@ -37,12 +39,21 @@ mod tests {
     #[test]
     fn decodes_last_value() {
         let body = b"title=A+b%20c&year=1&title=Second&flag";
-        assert_eq!(last_value(body, "title").unwrap().as_deref(), Some("Second"));
+        assert_eq!(
+            last_value(body, "title").unwrap().as_deref(),
+            Some("Second")
+        );
         assert_eq!(last_value(body, "year").unwrap().as_deref(), Some("1"));
         assert_eq!(last_value(body, "flag").unwrap().as_deref(), Some(""));
         assert_eq!(last_value(body, "none").unwrap(), None);
-        assert_eq!(last_value(b"t=A+b%20c", "t").unwrap().as_deref(), Some("A b c"));
-        assert_eq!(last_value("t=%C3%A9".as_bytes(), "t").unwrap().as_deref(), Some("é"));
+        assert_eq!(
+            last_value(b"t=A+b%20c", "t").unwrap().as_deref(),
+            Some("A b c")
+        );
+        assert_eq!(
+            last_value("t=%C3%A9".as_bytes(), "t").unwrap().as_deref(),
+            Some("é")
+        );
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //! # }
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! let api = BooksApi::new(NoStore, Config::default().with_extended_ping(false));
-//! let request = http::Request::get("/api/ping").body(bytes::Bytes::new()).unwrap();
+//! let request = http::Request::get("/api/ping").body(String::new()).unwrap();
 //! assert!(api.owns(request.uri().path()));
 //! let response = api.handle(request).await;
 //! assert_eq!(response.status(), 200);
@@ -52,7 +52,3 @@ pub use store::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreEr
 
 /// The version reported by the extended ping.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-// Dev-dependencies used only by the integration tests.
-#[cfg(test)]
-use {books_memstore as _, proptest as _};

@@ -111,14 +111,24 @@ mod tests {
         assert_eq!(pick("application/*"), Some(Format::Json));
         assert_eq!(pick("text/*"), Some(Format::Xml));
         assert_eq!(pick("TEXT/XML"), Some(Format::Xml));
-        assert_eq!(pick("application/xml, application/json"), Some(Format::Json));
+        assert_eq!(
+            pick("application/xml, application/json"),
+            Some(Format::Json)
+        );
         assert_eq!(pick("application/json;q=0.5, text/xml"), Some(Format::Xml));
         assert_eq!(pick("application/json;q=0, */*"), Some(Format::Xml));
         assert_eq!(pick("*/*;q=0"), None);
         assert_eq!(pick("text/*, text/xml;q=0"), None);
         assert_eq!(pick("text/html"), None);
-        assert_eq!(pick("text/html, garbage, application/xml;q=0.1"), Some(Format::Xml));
-        assert_eq!(pick("application/json;q=2"), Some(Format::Json), "bad q ignored");
+        assert_eq!(
+            pick("text/html, garbage, application/xml;q=0.1"),
+            Some(Format::Xml)
+        );
+        assert_eq!(
+            pick("application/json;q=2"),
+            Some(Format::Json),
+            "bad q ignored"
+        );
         assert_eq!(pick("application/xml;q=0.001"), Some(Format::Xml));
     }
 

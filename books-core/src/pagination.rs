@@ -72,10 +72,21 @@ mod tests {
         assert_eq!(Meta::new(1, 20, 41).total_pages, 3);
         assert_eq!(Meta::offset(3, 20), 40);
         assert_eq!(Meta::offset(u64::MAX, 20), i64::MAX as u64);
-        let beyond = Links::new("http://h/api/books", &Meta::new(9, 20, 45), Includes { author: true });
-        assert_eq!(beyond.prev.as_deref(), Some("http://h/api/books?page=3&include=author"));
+        let beyond = Links::new(
+            "http://h/api/books",
+            &Meta::new(9, 20, 45),
+            Includes { author: true },
+        );
+        assert_eq!(
+            beyond.prev.as_deref(),
+            Some("http://h/api/books?page=3&include=author")
+        );
         assert_eq!(beyond.next, None);
-        let first = Links::new("http://h/api/books", &Meta::new(1, 20, 45), Includes::default());
+        let first = Links::new(
+            "http://h/api/books",
+            &Meta::new(1, 20, 45),
+            Includes::default(),
+        );
         assert_eq!(first.prev, None);
         assert_eq!(first.next.as_deref(), Some("http://h/api/books?page=2"));
         assert_eq!(first.last, "http://h/api/books?page=3");

@@ -114,7 +114,10 @@ impl Problem {
     pub(crate) fn invalid(errors: FieldErrors) -> Self {
         Self {
             errors: Some(errors),
-            ..Self::new(StatusCode::UNPROCESSABLE_ENTITY, "The given data was invalid.")
+            ..Self::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "The given data was invalid.",
+            )
         }
     }
 }

@@ -56,7 +56,10 @@ fn parse_page(text: &str) -> Option<u64> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    text.parse::<i64>().ok().filter(|&p| p >= 1).map(|p| p as u64)
+    text.parse::<i64>()
+        .ok()
+        .filter(|&p| p >= 1)
+        .map(|p| p as u64)
 }
 
 fn parse_includes(query: Option<&str>, errors: &mut FieldErrors) -> Includes {
@@ -94,12 +97,23 @@ mod tests {
         assert_eq!(page_and_includes(None).unwrap().0, 1);
         assert_eq!(page_and_includes(Some("page=3")).unwrap().0, 3);
         assert_eq!(page_and_includes(Some("page=2&page=4")).unwrap().0, 4);
-        for bad in ["0", "-1", "abc", "1.5", "", "+2", "9223372036854775808", " 1"] {
+        for bad in [
+            "0",
+            "-1",
+            "abc",
+            "1.5",
+            "",
+            "+2",
+            "9223372036854775808",
+            " 1",
+        ] {
             let query = format!("page={bad}");
             assert!(page_and_includes(Some(&query)).is_err(), "{bad}");
         }
         assert_eq!(
-            page_and_includes(Some("page=9223372036854775807")).unwrap().0,
+            page_and_includes(Some("page=9223372036854775807"))
+                .unwrap()
+                .0,
             i64::MAX as u64
         );
     }
@@ -108,7 +122,11 @@ mod tests {
     fn include_names() {
         assert_eq!(includes(None).unwrap(), Includes::default());
         assert_eq!(includes(Some("include=")).unwrap(), Includes::default());
-        assert!(includes(Some("include=%20author%20,author")).unwrap().author);
+        assert!(
+            includes(Some("include=%20author%20,author"))
+                .unwrap()
+                .author
+        );
         let problem = includes(Some("include=author,publisher")).unwrap_err();
         assert_eq!(problem.status, 400);
         assert!(includes(Some("include=author.books")).is_err());

@@ -17,7 +17,7 @@ const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const XML: HeaderValue = HeaderValue::from_static("application/xml; charset=utf-8");
 const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
 const PROBLEM_XML: HeaderValue = HeaderValue::from_static("application/problem+xml; charset=utf-8");
-const ACCEPT: HeaderValue = HeaderValue::from_static("accept");
+const ACCEPT: HeaderValue = HeaderValue::from_static("Accept");
 
 /// A timestamp as `YYYY-MM-DD HH:MM:SS` (UTC).
 struct Timestamp(DateTime<Utc>);
@@ -55,10 +55,12 @@ impl<'a> BookView<'a> {
             year: book.year,
             created_at: Timestamp(book.created_at),
             updated_at: Timestamp(book.updated_at),
-            author: includes.author.then(|| match (book.author_id, &book.author_name) {
-                (Some(id), Some(name)) => Some(AuthorView { id, name }),
-                _ => None,
-            }),
+            author: includes
+                .author
+                .then(|| match (book.author_id, &book.author_name) {
+                    (Some(id), Some(name)) => Some(AuthorView { id, name }),
+                    _ => None,
+                }),
         }
     }
 }
@@ -135,5 +137,8 @@ fn serialize_json<T: Serialize>(value: &T) -> Vec<u8> {
 }
 
 fn serialize_xml<T: Serialize>(root: &str, value: &T) -> Vec<u8> {
-    to_xml(root, &serde_json::to_value(value).expect("API values serialise to JSON"))
+    to_xml(
+        root,
+        &serde_json::to_value(value).expect("API values serialise to JSON"),
+    )
 }

@@ -9,7 +9,9 @@ use crate::config::RouteScheme;
 pub(crate) enum Endpoint {
     Ping,
     /// The list; `action` says it was reached as `/books/list` (links follow the same path).
-    List { action: bool },
+    List {
+        action: bool,
+    },
     /// A single read; `None` is an id segment that names no book.
     Get(Option<i64>),
     Create,
@@ -41,7 +43,10 @@ enum Resource {
 
 impl Resource {
     fn parse(path: &str, scheme: RouteScheme) -> Option<Self> {
-        let path = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
+        let path = path
+            .strip_suffix('/')
+            .filter(|p| !p.is_empty())
+            .unwrap_or(path);
         let mut segments = path.strip_prefix('/')?.split('/');
         let resource = match (segments.next(), segments.next(), segments.next()) {
             (Some("ping"), None, _) => Self::Ping,
@@ -132,8 +137,14 @@ mod tests {
         assert_eq!(get("/ping//", both), Routed::NotFound);
         assert_eq!(get("", both), Routed::NotFound);
         assert_eq!(get("/", both), Routed::NotFound);
-        assert_eq!(get("/books", both), Routed::Endpoint(List { action: false }));
-        assert_eq!(get("/books/list", both), Routed::Endpoint(List { action: true }));
+        assert_eq!(
+            get("/books", both),
+            Routed::Endpoint(List { action: false })
+        );
+        assert_eq!(
+            get("/books/list", both),
+            Routed::Endpoint(List { action: true })
+        );
         assert_eq!(get("/books/7", both), Routed::Endpoint(Get(Some(7))));
         assert_eq!(get("/books/7/", both), Routed::Endpoint(Get(Some(7))));
         assert_eq!(get("/books/7/x", both), Routed::NotFound);
@@ -146,7 +157,10 @@ mod tests {
             route("/books/update/3", &Method::GET, both),
             Routed::MethodNotAllowed("OPTIONS, PUT")
         );
-        assert_eq!(get("/books/list", RouteScheme::Index), Routed::Endpoint(Get(None)));
+        assert_eq!(
+            get("/books/list", RouteScheme::Index),
+            Routed::Endpoint(Get(None))
+        );
         assert_eq!(get("/books", RouteScheme::Action), Routed::NotFound);
         assert_eq!(
             route("/books/3", &Method::PUT, RouteScheme::Action),
@@ -164,7 +178,16 @@ mod tests {
 
     #[test]
     fn ids() {
-        for bad in ["abc", "-1", "0", "1.5", "9223372036854775808", "+1", " 1", ""] {
+        for bad in [
+            "abc",
+            "-1",
+            "0",
+            "1.5",
+            "9223372036854775808",
+            "+1",
+            " 1",
+            "",
+        ] {
             assert_eq!(parse_id(bad), None, "{bad:?}");
         }
         assert_eq!(parse_id("9223372036854775807"), Some(i64::MAX));

@@ -95,8 +95,12 @@ pub trait BookStore: Debug + Send + Sync + 'static {
 
     /// Replaces title, author and year and sets `updated_at = now`, keeping `created_at`.
     /// Returns `false` if no book has this id. A missing author: [`StoreError::AuthorNotFound`].
-    async fn update(&self, id: i64, book: &BookInput, now: DateTime<Utc>)
-    -> Result<bool, StoreError>;
+    async fn update(
+        &self,
+        id: i64,
+        book: &BookInput,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError>;
 
     /// Deletes the book; returns `false` if no book has this id.
     async fn delete(&self, id: i64) -> Result<bool, StoreError>;

@@ -53,7 +53,8 @@ mod tests {
 
     #[test]
     fn mirrors_json() {
-        let value = serde_json::json!({"data": [{"id": 1, "t": "a<&>\"'"}], "n": null, "e": {"f": ["m"]}});
+        let value =
+            serde_json::json!({"data": [{"id": 1, "t": "a<&>\"'"}], "n": null, "e": {"f": ["m"]}});
         let xml = String::from_utf8(to_xml("books", &value)).unwrap();
         assert_eq!(
             xml,

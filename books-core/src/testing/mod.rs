@@ -1,0 +1,203 @@
+//! Reusable suites (feature `testing`): every store and every binding runs the same cases.
+//!
+//! - [`store_conformance_suite!`](crate::store_conformance_suite) checks a
+//!   [`BookStore`] + [`AuthorStore`] against the storage contract.
+//! - [`http_contract_suite!`](crate::http_contract_suite) checks the whole HTTP contract
+//!   through any [`Harness`]: `handle()` in process, a framework binding, or real sockets.
+//!
+//! Each macro expands to one `#[tokio::test]` per case, so the caller needs `tokio`
+//! (features `macros`, `rt-multi-thread`) among its dev-dependencies.
+
+use std::future::Future;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::Full;
+
+use crate::{AuthorStore, BookStore, BooksApi, Config};
+
+pub mod http_cases;
+pub mod store_cases;
+mod xml_tree;
+
+pub use xml_tree::XmlNode;
+
+/// A way to reach one API instance, built by the suite from a [`Config`].
+#[async_trait]
+pub trait Harness: Send + Sync {
+    /// Sends a request whose URI is a path and query (`/api/books?page=2`) and returns the
+    /// response with its whole body.
+    async fn send(&self, request: Request<Bytes>) -> Response<Bytes>;
+
+    /// Adds an author to the API's store and returns its id.
+    async fn add_author(&self, name: Option<&str>) -> i64;
+
+    /// Removes an author from the API's store (its books keep no author).
+    async fn remove_author(&self, id: i64);
+}
+
+/// The in-process harness: requests go straight to [`BooksApi::handle`].
+#[derive(Debug, Clone)]
+pub struct InProcess<S> {
+    api: BooksApi,
+    store: S,
+}
+
+impl<S: BookStore + AuthorStore + Clone> InProcess<S> {
+    /// An API over `store` configured by `config`.
+    pub fn new(store: S, config: Config) -> Self {
+        Self {
+            api: BooksApi::new(store.clone(), config),
+            store,
+        }
+    }
+
+    /// The API under test.
+    pub fn api(&self) -> &BooksApi {
+        &self.api
+    }
+}
+
+#[async_trait]
+impl<S: BookStore + AuthorStore + Clone> Harness for InProcess<S> {
+    async fn send(&self, request: Request<Bytes>) -> Response<Bytes> {
+        self.api.handle(request.map(Full::new)).await
+    }
+
+    async fn add_author(&self, name: Option<&str>) -> i64 {
+        self.store.add_author(name).await.expect("add author")
+    }
+
+    async fn remove_author(&self, id: i64) {
+        self.store.remove_author(id).await.expect("remove author");
+    }
+}
+
+/// Builds a harness for a configuration; implemented by every `Fn(Config) -> impl Future`.
+pub trait MakeHarness: Send + Sync {
+    /// The harness type.
+    type Harness: Harness;
+    /// Starts one API instance with `config`.
+    fn make(&self, config: Config) -> impl Future<Output = Self::Harness> + Send;
+}
+
+impl<F, Fut, H> MakeHarness for F
+where
+    F: Fn(Config) -> Fut + Send + Sync,
+    Fut: Future<Output = H> + Send,
+    H: Harness,
+{
+    type Harness = H;
+    fn make(&self, config: Config) -> impl Future<Output = H> + Send {
+        self(config)
+    }
+}
+
+/// Runs the storage contract against a store: `store_conformance_suite!(setup)` where
+/// `setup` is an `async fn() -> S` returning a fresh, empty store with
+/// `S: BookStore + AuthorStore + Clone`.
+#[macro_export]
+macro_rules! store_conformance_suite {
+    ($setup:expr) => {
+        $crate::__cases!(store_cases, $setup;
+            empty_store_lists_nothing,
+            create_then_get_round_trips,
+            get_missing_is_none,
+            list_orders_by_id_with_page_boundaries,
+            list_offset_past_the_end_keeps_total,
+            list_and_get_join_authors,
+            removed_author_leaves_book_without_author,
+            create_with_missing_author_is_author_not_found,
+            update_replaces_fields_and_keeps_created_at,
+            update_of_missing_id_is_false,
+            update_with_missing_author_is_author_not_found,
+            delete_removes_only_that_book,
+            ids_are_never_reused_after_delete,
+            author_exists_matches_authors,
+            concurrent_creates_get_distinct_ids,
+        );
+    };
+}
+
+/// Runs the HTTP contract through a harness: `http_contract_suite!(make)` where `make`
+/// is a `Fn(Config) -> impl Future<Output = impl Harness>` building one API instance
+/// over a fresh, empty store.
+#[macro_export]
+macro_rules! http_contract_suite {
+    ($make:expr) => {
+        $crate::__cases!(http_cases, $make;
+            ping_answers_ok,
+            ping_extended_adds_time_and_version,
+            unknown_paths_are_not_found,
+            trailing_slash_is_tolerated_once,
+            unserved_method_gets_405_with_allow,
+            head_is_get_without_body,
+            options_lists_allowed_methods,
+            invalid_ids_name_no_book,
+            index_scheme_only,
+            action_scheme_only,
+            both_schemes_by_default,
+            custom_prefix_moves_every_route,
+            json_is_the_default_format,
+            accept_selects_xml,
+            accept_q_zero_and_specificity,
+            errors_follow_the_negotiated_format,
+            create_returns_201_with_location,
+            create_accepts_json_numbers_and_strings,
+            create_accepts_multipart,
+            create_ignores_unknown_fields_and_takes_last_repeat,
+            get_one_returns_the_book,
+            include_author_on_every_route,
+            include_author_is_null_without_name_or_author,
+            include_rejects_unknown_names,
+            include_tolerates_empty_whitespace_and_repeats,
+            update_replaces_and_touches_updated_at,
+            update_validates_before_existence,
+            delete_returns_id_and_removes,
+            validation_title_rules,
+            validation_author_rules,
+            validation_year_rules,
+            validation_reports_every_field_at_once,
+            validation_json_types,
+            validation_stores_nothing,
+            title_of_255_and_256_unicode_characters,
+            year_bound_follows_the_clock,
+            body_of_unsupported_type_is_415,
+            undecodable_body_is_400,
+            body_too_large_is_413,
+            pagination_first_middle_last_beyond,
+            pagination_invalid_page_is_400,
+            pagination_of_empty_store,
+            pagination_links_keep_include,
+            pagination_links_ignore_host_headers,
+            pagination_page_size_is_configurable,
+            action_list_links_use_action_path,
+            xml_book_mirrors_json,
+            xml_page_mirrors_json,
+            xml_error_mirrors_json,
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __cases {
+    (store_cases, $setup:expr; $($case:ident),+ $(,)?) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let store = ($setup)().await;
+                $crate::testing::store_cases::$case(store).await;
+            }
+        )+
+    };
+    (http_cases, $make:expr; $($case:ident),+ $(,)?) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                $crate::testing::http_cases::$case(&$make).await;
+            }
+        )+
+    };
+}

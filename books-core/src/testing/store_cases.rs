@@ -1,0 +1,271 @@
+//! The storage contract, case by case (run through [`store_conformance_suite!`](crate::store_conformance_suite)).
+
+#![allow(missing_docs)]
+
+use chrono::{DateTime, TimeZone, Utc};
+
+use crate::{AuthorStore, BookInput, BookStore, StoreError};
+
+/// A store the conformance suite can drive.
+pub trait TestStore: BookStore + AuthorStore + Clone {}
+impl<S: BookStore + AuthorStore + Clone> TestStore for S {}
+
+fn at(day: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, day, 10, 4, 5).unwrap()
+}
+
+fn input(title: &str, author_id: i64, year: i32) -> BookInput {
+    BookInput {
+        title: title.to_owned(),
+        author_id,
+        year,
+    }
+}
+
+async fn author(store: &impl TestStore, name: &str) -> i64 {
+    store.add_author(Some(name)).await.expect("add author")
+}
+
+async fn create(store: &impl TestStore, title: &str, author_id: i64) -> i64 {
+    store
+        .create(&input(title, author_id, 2001), at(1))
+        .await
+        .expect("create")
+}
+
+async fn titles(store: &impl TestStore, offset: u64, limit: u32) -> (Vec<String>, u64) {
+    let page = store.list(offset, limit).await.expect("list");
+    (
+        page.books.into_iter().map(|b| b.title).collect(),
+        page.total,
+    )
+}
+
+pub async fn empty_store_lists_nothing(store: impl TestStore) {
+    let page = store.list(0, 20).await.unwrap();
+    assert!(page.books.is_empty());
+    assert_eq!(page.total, 0);
+}
+
+pub async fn create_then_get_round_trips(store: impl TestStore) {
+    let author = author(&store, "Frank Herbert").await;
+    let id = store
+        .create(&input("Dune ✓ \"quoted\" 'x' <&>", author, 2021), at(2))
+        .await
+        .unwrap();
+    assert!(id >= 1);
+    let book = store.get(id).await.unwrap().expect("created book");
+    assert_eq!(book.id, id);
+    assert_eq!(book.title, "Dune ✓ \"quoted\" 'x' <&>");
+    assert_eq!(book.year, 2021);
+    assert_eq!(book.author_id, Some(author));
+    assert_eq!(book.author_name.as_deref(), Some("Frank Herbert"));
+    assert_eq!(book.created_at, at(2));
+    assert_eq!(book.updated_at, at(2));
+}
+
+pub async fn get_missing_is_none(store: impl TestStore) {
+    assert_eq!(store.get(1).await.unwrap(), None);
+    assert_eq!(store.get(i64::MAX).await.unwrap(), None);
+    let author = author(&store, "A").await;
+    let id = create(&store, "one", author).await;
+    assert_eq!(store.get(id + 1).await.unwrap(), None);
+}
+
+pub async fn list_orders_by_id_with_page_boundaries(store: impl TestStore) {
+    let author = author(&store, "A").await;
+    let mut ids = Vec::new();
+    for n in 0..7 {
+        ids.push(create(&store, &format!("book {n}"), author).await);
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "ids increase: {ids:?}");
+    let page = store.list(0, 3).await.unwrap();
+    assert_eq!(
+        page.books.iter().map(|b| b.id).collect::<Vec<_>>(),
+        ids[..3]
+    );
+    assert_eq!(page.total, 7);
+    assert_eq!(
+        titles(&store, 3, 3).await,
+        (vec!["book 3".into(), "book 4".into(), "book 5".into()], 7)
+    );
+    assert_eq!(titles(&store, 6, 3).await, (vec!["book 6".into()], 7));
+    assert_eq!(titles(&store, 0, 100).await.0.len(), 7);
+    store.delete(ids[1]).await.unwrap();
+    let (rest, total) = titles(&store, 0, 3).await;
+    assert_eq!(rest, ["book 0", "book 2", "book 3"]);
+    assert_eq!(total, 6);
+}
+
+pub async fn list_offset_past_the_end_keeps_total(store: impl TestStore) {
+    let author = author(&store, "A").await;
+    create(&store, "only", author).await;
+    let page = store.list(5, 20).await.unwrap();
+    assert!(page.books.is_empty());
+    assert_eq!(page.total, 1);
+    let far = store.list(i64::MAX as u64, 20).await.unwrap();
+    assert!(far.books.is_empty());
+    assert_eq!(far.total, 1);
+}
+
+pub async fn list_and_get_join_authors(store: impl TestStore) {
+    let named = author(&store, "Ursula K. Le Guin").await;
+    let nameless = store.add_author(None).await.unwrap();
+    let a = create(&store, "named", named).await;
+    let b = create(&store, "nameless", nameless).await;
+    let page = store.list(0, 20).await.unwrap();
+    assert_eq!(page.books[0].author_id, Some(named));
+    assert_eq!(
+        page.books[0].author_name.as_deref(),
+        Some("Ursula K. Le Guin")
+    );
+    assert_eq!(page.books[1].author_id, Some(nameless));
+    assert_eq!(page.books[1].author_name, None);
+    assert_eq!(store.get(a).await.unwrap().unwrap(), page.books[0]);
+    assert_eq!(store.get(b).await.unwrap().unwrap(), page.books[1]);
+}
+
+pub async fn removed_author_leaves_book_without_author(store: impl TestStore) {
+    let gone = author(&store, "Gone").await;
+    let kept = author(&store, "Kept").await;
+    let a = create(&store, "orphan", gone).await;
+    let b = create(&store, "kept", kept).await;
+    assert!(store.remove_author(gone).await.unwrap());
+    assert!(!store.remove_author(gone).await.unwrap());
+    let orphan = store
+        .get(a)
+        .await
+        .unwrap()
+        .expect("book survives its author");
+    assert_eq!((orphan.author_id, orphan.author_name), (None, None));
+    let page = store.list(0, 20).await.unwrap();
+    assert_eq!(page.total, 2);
+    assert_eq!(page.books[0].author_id, None);
+    assert_eq!(
+        store.get(b).await.unwrap().unwrap().author_name.as_deref(),
+        Some("Kept")
+    );
+}
+
+pub async fn create_with_missing_author_is_author_not_found(store: impl TestStore) {
+    let result = store.create(&input("x", 4242, 2001), at(1)).await;
+    assert!(
+        matches!(result, Err(StoreError::AuthorNotFound(4242))),
+        "{result:?}"
+    );
+    assert_eq!(store.list(0, 20).await.unwrap().total, 0, "nothing stored");
+}
+
+pub async fn update_replaces_fields_and_keeps_created_at(store: impl TestStore) {
+    let first = author(&store, "First").await;
+    let second = author(&store, "Second").await;
+    let id = create(&store, "before", first).await;
+    let updated = store
+        .update(id, &input("after", second, 2010), at(9))
+        .await
+        .unwrap();
+    assert!(updated);
+    let book = store.get(id).await.unwrap().unwrap();
+    assert_eq!(book.title, "after");
+    assert_eq!(book.year, 2010);
+    assert_eq!(book.author_id, Some(second));
+    assert_eq!(book.author_name.as_deref(), Some("Second"));
+    assert_eq!(book.created_at, at(1));
+    assert_eq!(book.updated_at, at(9));
+}
+
+pub async fn update_of_missing_id_is_false(store: impl TestStore) {
+    let author = author(&store, "A").await;
+    assert!(
+        !store
+            .update(99, &input("x", author, 2001), at(1))
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        store.list(0, 20).await.unwrap().total,
+        0,
+        "update never inserts"
+    );
+}
+
+pub async fn update_with_missing_author_is_author_not_found(store: impl TestStore) {
+    let author = author(&store, "A").await;
+    let id = create(&store, "kept", author).await;
+    let result = store.update(id, &input("changed", 4242, 2002), at(5)).await;
+    assert!(
+        matches!(result, Err(StoreError::AuthorNotFound(4242))),
+        "{result:?}"
+    );
+    let book = store.get(id).await.unwrap().unwrap();
+    assert_eq!(
+        (book.title.as_str(), book.year),
+        ("kept", 2001),
+        "nothing written"
+    );
+}
+
+pub async fn delete_removes_only_that_book(store: impl TestStore) {
+    let author = author(&store, "A").await;
+    let a = create(&store, "a", author).await;
+    let b = create(&store, "b", author).await;
+    assert!(store.delete(a).await.unwrap());
+    assert!(!store.delete(a).await.unwrap());
+    assert!(!store.delete(9999).await.unwrap());
+    assert_eq!(store.get(a).await.unwrap(), None);
+    assert!(store.get(b).await.unwrap().is_some());
+    assert_eq!(store.list(0, 20).await.unwrap().total, 1);
+}
+
+pub async fn ids_are_never_reused_after_delete(store: impl TestStore) {
+    let author = author(&store, "A").await;
+    let a = create(&store, "a", author).await;
+    let b = create(&store, "b", author).await;
+    assert!(store.delete(b).await.unwrap());
+    let c = create(&store, "c", author).await;
+    assert!(c > b, "id {c} reuses or precedes deleted {b}");
+    assert!(store.delete(a).await.unwrap());
+    assert!(store.delete(c).await.unwrap());
+    let d = create(&store, "d", author).await;
+    assert!(d > c, "id {d} after deleting everything must exceed {c}");
+}
+
+pub async fn author_exists_matches_authors(store: impl TestStore) {
+    let named = author(&store, "A").await;
+    let nameless = store.add_author(None).await.unwrap();
+    assert_ne!(named, nameless);
+    assert!(store.author_exists(named).await.unwrap());
+    assert!(store.author_exists(nameless).await.unwrap());
+    assert!(!store.author_exists(nameless + 1000).await.unwrap());
+    store.remove_author(named).await.unwrap();
+    assert!(!store.author_exists(named).await.unwrap());
+}
+
+/// 200 creates from 50 concurrent tasks: no error, 200 rows, no duplicate id.
+pub async fn concurrent_creates_get_distinct_ids(store: impl TestStore) {
+    let author = author(&store, "A").await;
+    let tasks: Vec<_> = (0..50)
+        .map(|task| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut ids = Vec::new();
+                for n in 0..4 {
+                    let book = input(&format!("task {task} book {n}"), author, 2001);
+                    ids.push(store.create(&book, at(1)).await.expect("concurrent create"));
+                }
+                ids
+            })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for task in tasks {
+        ids.extend(task.await.expect("task"));
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 200, "distinct ids");
+    let page = store.list(0, 500).await.unwrap();
+    assert_eq!(page.total, 200);
+    assert_eq!(page.books.len(), 200);
+    assert_eq!(page.books.iter().map(|b| b.id).collect::<Vec<_>>(), ids);
+}

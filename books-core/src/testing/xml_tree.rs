@@ -1,0 +1,109 @@
+//! Parses XML bodies back with quick-xml's reader, to compare them with the JSON.
+
+use quick_xml::Reader;
+use quick_xml::events::Event;
+use serde_json::Value;
+
+/// An element of a parsed XML document: its name, child elements and text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XmlNode {
+    /// The element name.
+    pub name: String,
+    /// Child elements in document order.
+    pub children: Vec<XmlNode>,
+    /// The unescaped text directly inside the element.
+    pub text: String,
+}
+
+impl XmlNode {
+    /// Parses a whole document; panics with the reason if it is not well-formed XML.
+    pub fn parse(xml: &[u8]) -> XmlNode {
+        let text = std::str::from_utf8(xml).expect("XML is UTF-8");
+        assert!(
+            text.starts_with(r#"<?xml version="1.0" encoding="UTF-8"?>"#),
+            "XML declaration missing: {text}"
+        );
+        let mut reader = Reader::from_str(text);
+        reader.config_mut().check_end_names = true;
+        let mut stack: Vec<XmlNode> = Vec::new();
+        let mut root = None;
+        loop {
+            match reader.read_event().expect("well-formed XML") {
+                Event::Start(start) => stack.push(Self::named(start.name().as_ref())),
+                Event::Empty(empty) => {
+                    let node = Self::named(empty.name().as_ref());
+                    match stack.last_mut() {
+                        Some(parent) => parent.children.push(node),
+                        None => root = Some(node),
+                    }
+                }
+                Event::Text(text) => {
+                    let decoded = text.decode().expect("text decodes");
+                    let unescaped = quick_xml::escape::unescape(&decoded).expect("text unescapes");
+                    stack.last_mut().expect("text inside an element").text += &unescaped;
+                }
+                Event::GeneralRef(reference) => {
+                    let name = reference.decode().expect("reference decodes");
+                    let entity = format!("&{name};");
+                    let unescaped = quick_xml::escape::unescape(&entity).expect("known entity");
+                    stack.last_mut().expect("text inside an element").text += &unescaped;
+                }
+                Event::End(_) => {
+                    let node = stack.pop().expect("balanced elements");
+                    match stack.last_mut() {
+                        Some(parent) => parent.children.push(node),
+                        None => root = Some(node),
+                    }
+                }
+                Event::Eof => break,
+                _ => {}
+            }
+        }
+        assert!(stack.is_empty(), "unclosed elements");
+        root.expect("a root element")
+    }
+
+    fn named(name: &[u8]) -> XmlNode {
+        XmlNode {
+            name: String::from_utf8(name.to_vec()).expect("UTF-8 name"),
+            children: Vec::new(),
+            text: String::new(),
+        }
+    }
+
+    /// The first child element with this name.
+    pub fn child(&self, name: &str) -> Option<&XmlNode> {
+        self.children.iter().find(|c| c.name == name)
+    }
+
+    /// Asserts that this element carries the same values as `json`: one child per
+    /// member in order, one `item` element per array entry, empty for `null`.
+    pub fn assert_mirrors(&self, json: &Value, item: &str) {
+        match json {
+            Value::Object(members) => {
+                let names: Vec<_> = self.children.iter().map(|c| c.name.as_str()).collect();
+                let keys: Vec<_> = members.keys().map(String::as_str).collect();
+                assert_eq!(names, keys, "children of <{}>", self.name);
+                for (child, value) in self.children.iter().zip(members.values()) {
+                    child.assert_mirrors(value, item);
+                }
+            }
+            Value::Array(items) => {
+                assert_eq!(self.children.len(), items.len(), "items of <{}>", self.name);
+                for (child, value) in self.children.iter().zip(items) {
+                    assert_eq!(child.name, item, "item of <{}>", self.name);
+                    child.assert_mirrors(value, item);
+                }
+            }
+            Value::Null => {
+                assert!(
+                    self.children.is_empty() && self.text.is_empty(),
+                    "<{}> empty",
+                    self.name
+                )
+            }
+            Value::String(text) => assert_eq!(&self.text, text, "text of <{}>", self.name),
+            other => assert_eq!(self.text, other.to_string(), "text of <{}>", self.name),
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Store failures map to 503 (with `Retry-After`) or 500, and never leak the store's message.
+
+use async_trait::async_trait;
+use books_core::{BookInput, BookPage, BookRecord, BookStore, BooksApi, Config, StoreError};
+use chrono::{DateTime, Utc};
+use http::Request;
+
+#[derive(Debug)]
+struct Failing {
+    unavailable: bool,
+}
+
+const SECRET: &str = "SELECT * FROM books -- password=hunter2 at /var/lib/db";
+
+impl Failing {
+    fn error(&self) -> StoreError {
+        if self.unavailable {
+            StoreError::unavailable(SECRET)
+        } else {
+            StoreError::other(SECRET)
+        }
+    }
+}
+
+#[async_trait]
+impl BookStore for Failing {
+    async fn list(&self, _: u64, _: u32) -> Result<BookPage, StoreError> {
+        Err(self.error())
+    }
+    async fn get(&self, _: i64) -> Result<Option<BookRecord>, StoreError> {
+        Err(self.error())
+    }
+    async fn create(&self, _: &BookInput, _: DateTime<Utc>) -> Result<i64, StoreError> {
+        Err(self.error())
+    }
+    async fn update(&self, _: i64, _: &BookInput, _: DateTime<Utc>) -> Result<bool, StoreError> {
+        Err(self.error())
+    }
+    async fn delete(&self, _: i64) -> Result<bool, StoreError> {
+        Err(self.error())
+    }
+    async fn author_exists(&self, _: i64) -> Result<bool, StoreError> {
+        Err(self.error())
+    }
+}
+
+async fn answers(unavailable: bool) -> Vec<(u16, Option<String>, String)> {
+    let api = BooksApi::new(Failing { unavailable }, Config::default());
+    let requests = [
+        Request::get("/api/books").body(String::new()),
+        Request::get("/api/books/1").body(String::new()),
+        Request::delete("/api/books/1").body(String::new()),
+        Request::post("/api/books").body("title=T&author_id=1&year=2020".to_owned()),
+        Request::put("/api/books/1").body("title=T&author_id=1&year=2020".to_owned()),
+        Request::get("/api/books/1")
+            .header("accept", "application/xml")
+            .body(String::new()),
+    ];
+    let mut out = Vec::new();
+    for request in requests {
+        let response = api.handle(request.unwrap()).await;
+        let retry = response
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_owned());
+        let body = String::from_utf8(response.body().to_vec()).unwrap();
+        out.push((response.status().as_u16(), retry, body));
+    }
+    out
+}
+
+#[tokio::test]
+async fn unavailable_store_is_503_with_retry_after() {
+    for (status, retry, body) in answers(true).await {
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(retry.as_deref(), Some("1"));
+        assert!(body.contains("Service unavailable"), "{body}");
+        assert!(
+            !body.contains("hunter2") && !body.contains("SELECT"),
+            "{body}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn other_store_failure_is_500_without_internals() {
+    for (status, retry, body) in answers(false).await {
+        assert_eq!(status, 500, "{body}");
+        assert_eq!(retry, None);
+        assert!(body.contains("Internal server error"), "{body}");
+        assert!(
+            !body.contains("hunter2") && !body.contains("/var/lib"),
+            "{body}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn ping_needs_no_store() {
+    let api = BooksApi::new(Failing { unavailable: true }, Config::default());
+    let request = Request::get("/api/ping").body(String::new()).unwrap();
+    assert_eq!(api.handle(request).await.status(), 200);
+}
+
+#[test]
+fn owns_only_paths_under_the_prefix() {
+    let api = BooksApi::new(Failing { unavailable: true }, Config::default());
+    assert!(api.owns("/api"));
+    assert!(api.owns("/api/books"));
+    assert!(!api.owns("/apix"));
+    assert!(!api.owns("/health"));
+    let root = BooksApi::new(
+        Failing { unavailable: true },
+        Config::default().with_prefix("/"),
+    );
+    assert!(root.owns("/anything"));
+}
