@@ -31,6 +31,7 @@
 mod api;
 mod body;
 mod config;
+pub mod demo;
 mod form;
 mod negotiate;
 mod pagination;

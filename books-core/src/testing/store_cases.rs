@@ -2,9 +2,13 @@
 
 #![allow(missing_docs)]
 
+use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
+use http::Request;
 
-use crate::{AuthorStore, BookInput, BookStore, StoreError};
+use crate::{
+    AuthorStore, BookInput, BookPage, BookRecord, BookStore, BooksApi, Config, StoreError,
+};
 
 /// A store the conformance suite can drive.
 pub trait TestStore: BookStore + AuthorStore + Clone {}
@@ -268,4 +272,92 @@ pub async fn concurrent_creates_get_distinct_ids(store: impl TestStore) {
     assert_eq!(page.total, 200);
     assert_eq!(page.books.len(), 200);
     assert_eq!(page.books.iter().map(|b| b.id).collect::<Vec<_>>(), ids);
+}
+
+/// A store whose author check passes and then removes the author, as if another client
+/// deleted it between validation and the write.
+#[derive(Debug)]
+struct VanishingAuthor<S>(S);
+
+#[async_trait]
+impl<S: TestStore> BookStore for VanishingAuthor<S> {
+    async fn list(&self, offset: u64, limit: u32) -> Result<BookPage, StoreError> {
+        self.0.list(offset, limit).await
+    }
+    async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
+        self.0.get(id).await
+    }
+    async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<i64, StoreError> {
+        self.0.create(book, now).await
+    }
+    async fn update(
+        &self,
+        id: i64,
+        book: &BookInput,
+        now: DateTime<Utc>,
+    ) -> Result<bool, StoreError> {
+        self.0.update(id, book, now).await
+    }
+    async fn delete(&self, id: i64) -> Result<bool, StoreError> {
+        self.0.delete(id).await
+    }
+    async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
+        let exists = self.0.author_exists(id).await?;
+        self.0.remove_author(id).await?;
+        Ok(exists)
+    }
+}
+
+/// An author deleted between validation and the write: 422 on `author_id`, nothing stored.
+pub async fn author_vanishing_before_the_write_is_422(store: impl TestStore) {
+    let keep = author(&store, "Kept").await;
+    let id = create(&store, "existing", keep).await;
+    let api = BooksApi::new(VanishingAuthor(store.clone()), Config::default());
+    for (method, path) in [
+        ("POST", "/api/books".to_owned()),
+        ("PUT", format!("/api/books/{id}")),
+    ] {
+        let doomed = author(&store, "Doomed").await;
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .body(format!("title=T&author_id={doomed}&year=2020"))
+            .unwrap();
+        let response = api.handle(request).await;
+        assert_eq!(response.status(), 422, "{method}");
+        let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+        assert_eq!(
+            body["errors"],
+            serde_json::json!({"author_id": ["The selected author id is invalid."]}),
+            "{method}"
+        );
+    }
+    let page = store.list(0, 20).await.unwrap();
+    assert_eq!(page.total, 1, "nothing stored");
+    assert_eq!(page.books[0].title, "existing", "nothing changed");
+}
+
+/// The demo data: 45 books, 50 authors, books without an author or with a nameless one;
+/// loaded only into an empty store.
+pub async fn demo_data_loads_once_into_an_empty_store(store: impl TestStore) {
+    assert!(crate::demo::load_if_empty(&store, at(1)).await.unwrap());
+    let page = store.list(0, 100).await.unwrap();
+    assert_eq!(page.total, 45);
+    assert!(
+        page.books.iter().any(|b| b.author_id.is_none()),
+        "a book without author"
+    );
+    assert!(
+        page.books
+            .iter()
+            .any(|b| b.author_id.is_some() && b.author_name.is_none()),
+        "a book with a nameless author"
+    );
+    let mut authors = 0;
+    for id in 1..=200 {
+        authors += usize::from(store.author_exists(id).await.unwrap());
+    }
+    assert_eq!(authors, 50);
+    assert!(!crate::demo::load_if_empty(&store, at(2)).await.unwrap());
+    assert_eq!(store.list(0, 1).await.unwrap().total, 45);
 }

@@ -1,0 +1,64 @@
+//! Errors of setting a store up, and how driver errors map to [`StoreError`].
+
+use books_core::StoreError;
+
+/// Why connecting to or migrating a database failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The driver failed (bad URL, unreachable server, I/O …).
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// Applying the embedded migrations failed.
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+/// Maps a driver error: connection trouble and timeouts are "unavailable" (503), a
+/// foreign-key violation on a write is the vanished author (422), the rest is a 500.
+pub(crate) fn store_error(error: sqlx::Error, author_id: Option<i64>) -> StoreError {
+    use sqlx::Error as E;
+    match &error {
+        E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::WorkerCrashed => {
+            StoreError::unavailable(error)
+        }
+        E::Database(db) if db.is_foreign_key_violation() => match author_id {
+            Some(id) => StoreError::AuthorNotFound(id),
+            None => StoreError::other(error),
+        },
+        E::Database(db) if is_transient(db.code().as_deref()) => StoreError::unavailable(error),
+        _ => StoreError::other(error),
+    }
+}
+
+/// SQLite busy/locked, PostgreSQL connection loss, shutdown, overload and timeouts.
+fn is_transient(code: Option<&str>) -> bool {
+    match code {
+        // PostgreSQL SQLSTATE (five characters): connection exception, too many
+        // connections, statement timeout, admin/crash shutdown, cannot connect now.
+        Some(code) if code.len() == 5 => {
+            code.starts_with("08")
+                || matches!(code, "53300" | "57014" | "57P01" | "57P02" | "57P03")
+        }
+        // SQLite result codes: SQLITE_BUSY, SQLITE_LOCKED and their extended codes.
+        Some(code) => code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6)),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_transient;
+
+    #[test]
+    fn transient_codes() {
+        assert!(is_transient(Some("5")));
+        assert!(is_transient(Some("517")));
+        assert!(is_transient(Some("6")));
+        assert!(is_transient(Some("08006")));
+        assert!(is_transient(Some("57014")));
+        assert!(!is_transient(Some("787")));
+        assert!(!is_transient(Some("23503")));
+        assert!(!is_transient(None));
+    }
+}

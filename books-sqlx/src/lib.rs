@@ -1,0 +1,67 @@
+//! SQLite and PostgreSQL stores for the books API, on sqlx, with embedded migrations.
+//!
+//! - [`SqliteStore`] (feature `sqlite`): the embedded default, one file, nothing to install.
+//! - [`PostgresStore`] (feature `postgres`): many stateless API processes over one database.
+//!
+//! Both implement [`books_core::BookStore`] and [`books_core::AuthorStore`] and pass the
+//! shared conformance suite. Connect, then call `migrate()` once at start:
+//!
+//! ```
+//! # #[cfg(feature = "sqlite")]
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! use books_core::{BooksApi, Config};
+//! let store = books_sqlx::SqliteStore::connect("sqlite::memory:").await?;
+//! store.migrate().await?;
+//! let api = BooksApi::new(store, Config::default());
+//! # let _ = api;
+//! # Ok::<_, books_sqlx::Error>(())
+//! # }).unwrap();
+//! ```
+
+mod error;
+#[cfg(feature = "postgres")]
+mod postgres_store;
+#[cfg(feature = "sqlite")]
+mod sqlite_store;
+
+use books_core::BookRecord;
+use chrono::{DateTime, Utc};
+
+pub use error::Error;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use postgres_store::{PostgresStore, STATEMENT_TIMEOUT};
+#[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
+pub use sqlite_store::{BUSY_TIMEOUT, SqliteStore};
+pub use sqlx;
+
+/// How long a request waits for a pooled connection before the store answers "unavailable".
+pub const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Columns of the books-with-authors join, in `SELECT` order.
+const BOOK_COLUMNS: &str = "b.id, b.title, b.year, b.author_id, a.name, b.created_at, b.updated_at";
+
+/// One row of the join, as sqlx decodes it.
+type BookRow = (
+    i64,
+    String,
+    i32,
+    Option<i64>,
+    Option<String>,
+    DateTime<Utc>,
+    DateTime<Utc>,
+);
+
+fn record(row: BookRow) -> BookRecord {
+    let (id, title, year, author_id, author_name, created_at, updated_at) = row;
+    BookRecord {
+        id,
+        title,
+        year,
+        author_id,
+        author_name,
+        created_at,
+        updated_at,
+    }
+}

@@ -1,0 +1,149 @@
+//! The SQLite store against the shared suites, on a fresh database file per test.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use books_core::testing::InProcess;
+use books_core::{AuthorStore, BookInput, BookStore, Config};
+use books_sqlx::SqliteStore;
+use books_sqlx::sqlx::{self, Connection};
+use chrono::Utc;
+
+/// A new, empty database file under the target directory (cleared once per run).
+fn fresh_path() -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("books-sqlite-tests");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("test directory");
+        dir
+    });
+    dir.join(format!("{}.db", NEXT.fetch_add(1, Ordering::Relaxed)))
+}
+
+fn url(path: &std::path::Path) -> String {
+    format!("sqlite://{}", path.display())
+}
+
+async fn fresh() -> SqliteStore {
+    let store = SqliteStore::connect(&url(&fresh_path()))
+        .await
+        .expect("connect");
+    store.migrate().await.expect("migrate");
+    store
+}
+
+mod conformance {
+    use super::*;
+    books_core::store_conformance_suite!(fresh);
+}
+
+mod http_contract {
+    use super::*;
+    async fn in_process(config: Config) -> InProcess<SqliteStore> {
+        InProcess::new(fresh().await, config)
+    }
+    books_core::http_contract_suite!(in_process);
+}
+
+#[tokio::test]
+async fn in_memory_url_is_one_shared_database() {
+    let store = SqliteStore::connect("sqlite::memory:").await.unwrap();
+    store.migrate().await.unwrap();
+    let author = store.add_author(Some("A")).await.unwrap();
+    let book = BookInput {
+        title: "T".into(),
+        author_id: author,
+        year: 2020,
+    };
+    store.create(&book, Utc::now()).await.unwrap();
+    let (a, b) = tokio::join!(store.list(0, 20), store.get(1));
+    assert_eq!(a.unwrap().total, 1);
+    assert!(b.unwrap().is_some());
+}
+
+/// Two stores on one file stand for two processes: their writers contend for the lock
+/// and must wait (busy timeout) rather than fail with "database is locked".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_stores_on_one_file_never_report_locked() {
+    let path = fresh_path();
+    let first = SqliteStore::connect(&url(&path)).await.unwrap();
+    first.migrate().await.unwrap();
+    let second = SqliteStore::connect(&url(&path)).await.unwrap();
+    let author = first.add_author(Some("A")).await.unwrap();
+    let tasks: Vec<_> = (0..50)
+        .map(|n| {
+            let store = if n % 2 == 0 {
+                first.clone()
+            } else {
+                second.clone()
+            };
+            tokio::spawn(async move {
+                for i in 0..4 {
+                    let book = BookInput {
+                        title: format!("{n}-{i}"),
+                        author_id: author,
+                        year: 2020,
+                    };
+                    store
+                        .create(&book, Utc::now())
+                        .await
+                        .expect("create under contention");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(first.list(0, 1).await.unwrap().total, 200);
+}
+
+#[tokio::test]
+async fn connections_are_durable_wal_with_foreign_keys() {
+    let path = fresh_path();
+    let mut conn =
+        sqlx::SqliteConnection::connect_with(&SqliteStore::options(&url(&path)).unwrap())
+            .await
+            .unwrap();
+    let journal: String = sqlx::query_scalar("PRAGMA journal_mode")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    let synchronous: i64 = sqlx::query_scalar("PRAGMA synchronous")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    let foreign_keys: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    let busy: i64 = sqlx::query_scalar("PRAGMA busy_timeout")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(journal, "wal");
+    assert_eq!(synchronous, 2, "FULL");
+    assert_eq!(foreign_keys, 1);
+    assert!(busy >= 1000, "busy timeout {busy} ms");
+}
+
+#[tokio::test]
+async fn migrations_are_idempotent_and_upsert_keeps_ids_moving() {
+    let store = fresh().await;
+    store.migrate().await.expect("second migrate is a no-op");
+    store.upsert_author(40, Some("Forty")).await.unwrap();
+    store.upsert_author(40, Some("Renamed")).await.unwrap();
+    let next = store.add_author(Some("Next")).await.unwrap();
+    assert!(next > 40);
+    let book = BookInput {
+        title: "T".into(),
+        author_id: 40,
+        year: 2020,
+    };
+    let id = store.create(&book, Utc::now()).await.unwrap();
+    let found = store.get(id).await.unwrap().unwrap();
+    assert_eq!(found.author_name.as_deref(), Some("Renamed"));
+}
