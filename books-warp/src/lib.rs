@@ -1,0 +1,86 @@
+//! warp binding for the books API: [`routes`] turns a [`BooksApi`] into a `Filter`.
+//!
+//! Requests under the API's mount prefix are answered by the core, every one of them:
+//! no warp rejection ever comes out from inside the prefix. Every other path is
+//! rejected as "not found", so a host's own filters combined with `.or()` still
+//! answer them.
+//!
+//! ```
+//! use books_core::{BooksApi, Config};
+//! use books_memstore::MemStore;
+//! use warp::Filter;
+//!
+//! let api = BooksApi::new(MemStore::new(), Config::default());
+//! let health = warp::path!("health").map(|| "up");
+//! let app = books_warp::routes(api).or(health);
+//! # let _ = app;
+//! ```
+
+use books_core::BooksApi;
+use bytes::{Buf, Bytes};
+use futures_util::{Stream, TryStreamExt};
+use http::{HeaderMap, Method, Request, Response, Uri};
+use http_body::Frame;
+use http_body_util::StreamBody;
+use warp::filters::path::FullPath;
+use warp::{Filter, Rejection};
+
+/// A filter answering every request under `api`'s prefix with the core's response and
+/// rejecting (not found) every other path. Bodies stream into the core, which stops
+/// reading at the configured limit (413).
+pub fn routes(
+    api: BooksApi,
+) -> impl Filter<Extract = (Response<Bytes>,), Error = Rejection> + Clone + Send + Sync + 'static {
+    let owned = {
+        let api = api.clone();
+        warp::path::full().and_then(move |path: FullPath| {
+            let owned = api.owns(path.as_str());
+            async move {
+                if owned {
+                    Ok(path)
+                } else {
+                    Err(warp::reject::not_found())
+                }
+            }
+        })
+    };
+    let query = warp::query::raw().or(warp::any().map(String::new)).unify();
+    owned
+        .and(query)
+        .and(warp::method())
+        .and(warp::header::headers_cloned())
+        .and(warp::body::stream())
+        .then(move |path, query, method, headers, body| {
+            let api = api.clone();
+            async move {
+                let request = request(path, query, method, headers, body);
+                api.handle(request).await
+            }
+        })
+}
+
+/// Rebuilds the `http::Request` warp took apart; the body stays a stream.
+fn request<S, B>(
+    path: FullPath,
+    query: String,
+    method: Method,
+    headers: HeaderMap,
+    body: S,
+) -> Request<StreamBody<impl Stream<Item = Result<Frame<Bytes>, warp::Error>>>>
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    let uri = if query.is_empty() {
+        path.as_str().to_owned()
+    } else {
+        format!("{}?{query}", path.as_str())
+    };
+    let frames = body.map_ok(|mut chunk| Frame::data(chunk.copy_to_bytes(chunk.remaining())));
+    let mut request = Request::new(StreamBody::new(frames));
+    *request.method_mut() = method;
+    // warp parsed this URI already; re-parsing its own parts cannot fail.
+    *request.uri_mut() = uri.parse::<Uri>().unwrap_or_default();
+    *request.headers_mut() = headers;
+    request
+}
