@@ -4,9 +4,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use chrono::Datelike;
-use http::header::{ALLOW, HeaderValue, LOCATION};
+use http::header::{ALLOW, AUTHORIZATION, HeaderValue, LOCATION};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
+use subtle::ConstantTimeEq;
 
 use crate::body;
 use crate::config::Config;
@@ -120,6 +121,12 @@ impl BooksApi {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let query = parts.uri.query();
+        if matches!(
+            endpoint,
+            Endpoint::Create | Endpoint::Update(_) | Endpoint::Delete(_)
+        ) {
+            self.authorize(&parts.headers)?;
+        }
         match endpoint {
             Endpoint::Ping => Ok(self.ping(format)),
             Endpoint::List { action } => self.list(query, action, format).await,
@@ -158,6 +165,23 @@ impl BooksApi {
                     &Deleted { id },
                 ))
             }
+        }
+    }
+
+    /// Checks the bearer token writes need, if one is configured (constant time).
+    fn authorize(&self, headers: &http::HeaderMap) -> Result<(), Problem> {
+        let Some(expected) = self.inner.config.write_token() else {
+            return Ok(());
+        };
+        let given = headers
+            .get(AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
+            Ok(())
+        } else {
+            Err(Problem::unauthorized())
         }
     }
 

@@ -104,6 +104,7 @@ pub struct Config {
     route_scheme: RouteScheme,
     extended_ping: bool,
     body_limit: usize,
+    write_token: Option<Arc<str>>,
     clock: Arc<dyn Clock>,
 }
 
@@ -118,6 +119,7 @@ impl Default for Config {
             route_scheme: RouteScheme::Both,
             extended_ping: false,
             body_limit: 64 * 1024,
+            write_token: None,
             clock: Arc::new(SystemClock),
         }
     }
@@ -166,6 +168,13 @@ impl Config {
         self
     }
 
+    /// Requires `Authorization: Bearer <token>` on POST, PUT and DELETE (401 otherwise);
+    /// reads stay open. `None` (the default) leaves writes open, as the contract describes.
+    pub fn with_write_token(mut self, token: Option<&str>) -> Self {
+        self.write_token = token.filter(|t| !t.is_empty()).map(Arc::from);
+        self
+    }
+
     /// Replaces the clock (tests pin the date with [`ManualClock`]).
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
@@ -200,6 +209,11 @@ impl Config {
     /// The body size limit in bytes.
     pub fn body_limit(&self) -> usize {
         self.body_limit
+    }
+
+    /// The token writes need, if any.
+    pub fn write_token(&self) -> Option<&str> {
+        self.write_token.as_deref()
     }
 
     /// The current time from the configured clock, to whole seconds.

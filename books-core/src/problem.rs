@@ -71,6 +71,13 @@ impl Problem {
         Self::new(StatusCode::NOT_FOUND, "Book not found")
     }
 
+    pub(crate) fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "A valid bearer token is required to write.",
+        )
+    }
+
     pub(crate) fn internal() -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error")
     }

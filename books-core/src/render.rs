@@ -115,6 +115,12 @@ pub(crate) fn problem(problem: &Problem, format: Format) -> Response<Bytes> {
     if let Some(allow) = problem.allow {
         headers.insert(http::header::ALLOW, HeaderValue::from_static(allow));
     }
+    if problem.status == StatusCode::UNAUTHORIZED {
+        headers.insert(
+            http::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer"),
+        );
+    }
     if problem.status == StatusCode::SERVICE_UNAVAILABLE {
         headers.insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
     }

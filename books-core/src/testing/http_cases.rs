@@ -1509,3 +1509,49 @@ pub async fn xml_error_mirrors_json(make: &impl MakeHarness) {
         .xml()
         .assert_mirrors(&json_404, "message");
 }
+
+// ---------------------------------------------------------------- write token
+
+pub async fn write_token_guards_writes_only(make: &impl MakeHarness) {
+    let app = start(make, |c| c.with_write_token(Some("s3cret"))).await;
+    let author = app.author("A").await;
+    let body = form(&valid(author, "Guarded").pairs());
+    for auth in [
+        None,
+        Some("Bearer wrong"),
+        Some("s3cret"),
+        Some("Basic s3cret"),
+        Some("Bearer "),
+    ] {
+        let mut headers = vec![("content-type", FORM)];
+        headers.extend(auth.map(|a| ("authorization", a)));
+        let reply = app.send("POST", "/api/books", &headers, body.clone()).await;
+        assert_eq!(reply.header("www-authenticate"), Some("Bearer"), "{auth:?}");
+        reply.problem(401, "A valid bearer token is required to write.");
+        for method in ["PUT", "DELETE"] {
+            app.send(method, "/api/books/1", &headers, body.clone())
+                .await
+                .problem(401, "A valid bearer token is required to write.");
+        }
+    }
+    assert_eq!(app.total().await, 0, "reads stay open; nothing was written");
+    let authorized = [("content-type", FORM), ("authorization", "Bearer s3cret")];
+    let id = app
+        .send("POST", "/api/books", &authorized, body.clone())
+        .await
+        .expect(201)
+        .json()["id"]
+        .clone();
+    app.send("PUT", &format!("/api/books/{id}"), &authorized, body)
+        .await
+        .expect(200);
+    app.get(&format!("/api/books/{id}")).await.expect(200);
+    app.send(
+        "DELETE",
+        &format!("/api/books/{id}"),
+        &authorized,
+        Bytes::new(),
+    )
+    .await
+    .expect(200);
+}

@@ -189,6 +189,7 @@ macro_rules! http_contract_suite {
             xml_book_mirrors_json,
             xml_page_mirrors_json,
             xml_error_mirrors_json,
+            write_token_guards_writes_only,
         );
     };
 }
