@@ -18,7 +18,11 @@ async fn main() -> Result<(), books_api::Error> {
     let listener = TcpListener::bind(options.listen).await?;
     let local = listener.local_addr()?;
     let api = books_api::build_api(&options, local).await?;
-    println!("books API listening on http://{local}{} (base URL {})", api.config().prefix(), api.config().base_url());
+    println!(
+        "books API listening on http://{local}{} (base URL {})",
+        api.config().prefix(),
+        api.config().base_url()
+    );
     books_api::serve(listener, api, options.limits(), shutdown_signal()).await?;
     Ok(())
 }
@@ -28,8 +32,9 @@ async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("install SIGTERM handler");
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("install SIGTERM handler");
         tokio::select! {
             _ = interrupt => {}
             _ = terminate.recv() => {}

@@ -16,7 +16,7 @@ pub struct Options {
     pub listen: SocketAddr,
 
     /// Absolute URL that links and `Location` headers start with
-    /// [default: http://<listen address>, with localhost for 0.0.0.0 or ::].
+    /// [default: `http://` + the listen address, with `localhost` for 0.0.0.0 or ::].
     #[arg(long, env = "BOOKS_BASE_URL")]
     pub base_url: Option<String>,
 

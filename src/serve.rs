@@ -100,7 +100,10 @@ pub async fn serve(
     }
     drop(listener);
     tracing::info!("shutting down: waiting for in-flight requests");
-    if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown()).await.is_err() {
+    if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
         tracing::warn!("shutdown grace period over; closing the remaining connections");
     }
     Ok(())
