@@ -114,7 +114,7 @@ impl BookStore for SqliteStore {
             .acquire()
             .await
             .map_err(|e| store_error(e, None))?;
-        let total: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM books")
+        let total: i64 = sqlx::query_scalar("SELECT n FROM book_count")
             .fetch_one(&mut *conn)
             .await
             .map_err(|e| store_error(e, None))?;
