@@ -1,0 +1,153 @@
+//! Growth: bulk-loads 1,000 and then 1,000,000 books (100,000 authors) into SQLite and
+//! PostgreSQL and times list page 1, a deep page (40,000), get one and create through the
+//! API at each size. `cargo run --release --example growth [-- sqlite|postgres]`
+//! (PostgreSQL from BOOKS_LOAD_POSTGRES_URL, default the local `test` database).
+//!
+//! The bulk loader is plain SQL (a recursive CTE / generate_series), one statement per table.
+
+use std::time::{Duration, Instant};
+
+use books_core::{BookStore, BooksApi, Config};
+use books_sqlx::sqlx::{self, Connection};
+use books_sqlx::{PostgresStore, SqliteStore};
+use http::Request;
+
+const AUTHORS: i64 = 100_000;
+
+async fn time<F, Fut>(runs: usize, mut f: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = u16>,
+{
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let started = Instant::now();
+        let status = f().await;
+        samples.push(started.elapsed());
+        assert!(status < 300, "status {status}");
+    }
+    samples.sort();
+    samples[runs / 2]
+}
+
+async fn measure(api: &BooksApi, books: i64) -> [Duration; 4] {
+    let get = |path: String| async move {
+        api.handle(Request::get(path).body(String::new()).unwrap())
+            .await
+            .status()
+            .as_u16()
+    };
+    let list = time(200, || get("/api/books?include=author".into())).await;
+    let deep = time(20, || get("/api/books?page=40000&include=author".into())).await;
+    let one = time(500, || {
+        get(format!("/api/books/{}?include=author", books / 2 + 1))
+    })
+    .await;
+    let create = time(200, || async {
+        let request = Request::post("/api/books")
+            .body("title=Grown&author_id=7&year=2020".to_owned())
+            .unwrap();
+        api.handle(request).await.status().as_u16()
+    })
+    .await;
+    [list, deep, one, create]
+}
+
+fn row(db: &str, books: i64, d: [Duration; 4]) {
+    let ms = |d: Duration| format!("{:.3}", d.as_secs_f64() * 1e3);
+    println!(
+        "| {db} | {books:>9} | {} | {} | {} | {} |",
+        ms(d[0]),
+        ms(d[1]),
+        ms(d[2]),
+        ms(d[3])
+    );
+}
+
+async fn sqlite() {
+    let dir = std::env::temp_dir().join(format!("books-growth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}/growth.db", dir.display());
+    let store = SqliteStore::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    let mut conn = sqlx::SqliteConnection::connect_with(&SqliteStore::options(&url).unwrap())
+        .await
+        .unwrap();
+    sqlx::query("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) INSERT INTO authors (name) SELECT 'Author ' || i FROM n")
+        .bind(AUTHORS).execute(&mut conn).await.unwrap();
+    let mut loaded = 0;
+    for target in [1_000_i64, 1_000_000] {
+        let started = Instant::now();
+        sqlx::query(
+            "WITH RECURSIVE n(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM n WHERE i < ?) \
+             INSERT INTO books (title, author_id, year, created_at, updated_at) \
+             SELECT 'Book ' || i, i % ? + 1, 2000 + i % 26, '2026-01-01 00:00:00+00:00', '2026-01-01 00:00:00+00:00' FROM n",
+        )
+        .bind(loaded + 1).bind(target).bind(AUTHORS).execute(&mut conn).await.unwrap();
+        eprintln!("sqlite: loaded {target} books in {:?}", started.elapsed());
+        loaded = target;
+        let api = BooksApi::new(store.clone(), Config::default());
+        row(
+            "SQLite",
+            store.list(0, 1).await.unwrap().total as i64,
+            measure(&api, target).await,
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+async fn postgres() {
+    let url = std::env::var("BOOKS_LOAD_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("books_growth_{}", std::process::id());
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let options = PostgresStore::options(&url)
+        .unwrap()
+        .options([("search_path", schema.as_str()), ("statement_timeout", "0")]);
+    let store = PostgresStore::connect_lazy_with(options);
+    store.migrate().await.unwrap();
+    sqlx::query("INSERT INTO authors (name) SELECT 'Author ' || i FROM generate_series(1, $1) i")
+        .bind(AUTHORS)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let mut loaded = 0;
+    for target in [1_000_i64, 1_000_000] {
+        let started = Instant::now();
+        sqlx::query(
+            "INSERT INTO books (title, author_id, year, created_at, updated_at) \
+             SELECT 'Book ' || i, i % $3 + 1, 2000 + i % 26, now(), now() FROM generate_series($1, $2) i",
+        )
+        .bind(loaded + 1).bind(target).bind(AUTHORS).execute(store.pool()).await.unwrap();
+        sqlx::query("ANALYZE").execute(store.pool()).await.unwrap();
+        eprintln!("postgres: loaded {target} books in {:?}", started.elapsed());
+        loaded = target;
+        let api = BooksApi::new(store.clone(), Config::default());
+        row(
+            "PostgreSQL",
+            store.list(0, 1).await.unwrap().total as i64,
+            measure(&api, target).await,
+        );
+    }
+    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+}
+
+#[tokio::main]
+async fn main() {
+    let which = std::env::args().nth(1).unwrap_or_else(|| "both".into());
+    println!("| store | books | list page 1 ms | page 40,000 ms | get one ms | create ms |");
+    println!("|---|---|---|---|---|---|");
+    if which != "postgres" {
+        sqlite().await;
+    }
+    if which != "sqlite" {
+        postgres().await;
+    }
+}

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Load runs over loopback: the example server beside bare-hyper and bare-warp baselines
+that answer the same paths with the same bytes.
+
+    python3 scripts/load.py [--rounds 3] [--seconds 5] [--stores memory,sqlite,postgres]
+
+Builds the release binaries, installs wrk (apt) and oha (cargo) if missing, pins every
+server to core 0 with one runtime thread (TOKIO_WORKER_THREADS=1) and the load
+generator to core 1, and interleaves targets within each round. Prints a Markdown
+report: requests/s, server CPU time per request (from /proc/PID/stat), latency, and the
+median ratio to the baselines over the rounds; then p50/p99 at a fixed rate of 50% and
+80% of the measured peak (oha, latency-corrected), and RSS idle / after 64 and 1,000
+keep-alive connections. Everything stays on 127.0.0.1 and every run is bounded.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RELEASE = os.path.join(ROOT, "target", "release", "examples")
+TICK = os.sysconf("SC_CLK_TCK")
+PG_URL = os.environ.get("BOOKS_LOAD_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/books_load")
+PORTS = {"ours": 18080, "hyper": 18081, "warp": 18082}
+PATHS = {"ping": "/api/ping", "list": "/api/books?include=author"}
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def ensure_tools():
+    if not shutil.which("wrk"):
+        run(["apt-get", "install", "-y", "-qq", "wrk"])
+    if not shutil.which("oha") and not os.path.exists(os.path.expanduser("~/.cargo/bin/oha")):
+        run(["cargo", "install", "oha", "--locked"])
+    run(["cargo", "build", "--release", "--example", "server", "--example", "baseline"], cwd=ROOT)
+
+
+def oha():
+    return shutil.which("oha") or os.path.expanduser("~/.cargo/bin/oha")
+
+
+def wait_port(port, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def start(cmd, port, env=None):
+    full_env = dict(os.environ, TOKIO_WORKER_THREADS="1", RUST_LOG="warn", **(env or {}))
+    proc = subprocess.Popen(["taskset", "-c", "0", *cmd], env=full_env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return proc
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def wrk(port, path, seconds, script=None):
+    cmd = ["taskset", "-c", "1", "wrk", "-t1", "-c32", f"-d{seconds}s", "--latency"]
+    if script:
+        cmd += ["-s", script]
+    out = subprocess.run(cmd + [f"http://127.0.0.1:{port}{path}"], check=True,
+                         capture_output=True, text=True).stdout
+    requests = int(next(l for l in out.splitlines() if "requests in" in l).split()[0])
+    rps = float(next(l for l in out.splitlines() if l.startswith("Requests/sec")).split()[1])
+    p50 = next(l for l in out.splitlines() if l.strip().startswith("50%")).split()[1]
+    p99 = next(l for l in out.splitlines() if l.strip().startswith("99%")).split()[1]
+    non2xx = sum(int(l.split()[-1]) for l in out.splitlines() if "Non-2xx" in l)
+    return requests, rps, p50, p99, non2xx
+
+
+def measure(proc, port, path, seconds, script=None):
+    before = cpu_seconds(proc.pid)
+    requests, rps, p50, p99, non2xx = wrk(port, path, seconds, script)
+    cpu = cpu_seconds(proc.pid) - before
+    return {"rps": rps, "cpu_us": cpu / max(requests, 1) * 1e6, "p50": p50, "p99": p99, "non2xx": non2xx}
+
+
+def fixed_rate(port, path, rate, seconds):
+    out = subprocess.run(["taskset", "-c", "1", oha(), "-z", f"{seconds}s", "-q", str(int(rate)),
+                          "-c", "32", "--latency-correction", "--no-tui", "--output-format", "json",
+                          f"http://127.0.0.1:{port}{path}"],
+                         check=True, capture_output=True, text=True).stdout
+    data = json.loads(out)
+    pct = data["latencyPercentiles"]
+    return pct["p50"] * 1e3, pct["p99"] * 1e3
+
+
+def open_connections(port, count, path="/api/ping"):
+    conns = []
+    for _ in range(count):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        s.recv(65536)
+        conns.append(s)
+    return conns
+
+
+def save_bodies(port, tmp):
+    specs = []
+    for name, path in PATHS.items():
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}") as r:
+            body = r.read()
+            ctype = r.headers["content-type"].replace(";", "%3B")
+            file = os.path.join(tmp, name)
+            with open(file, "wb") as f:
+                f.write(body)
+            specs.append(f"{path}={r.status}:{ctype}:{file}")
+    return specs
+
+
+def prepare_store(store, tmp):
+    if store == "memory":
+        return "memory"
+    if store == "sqlite":
+        return f"sqlite://{tmp}/load.db"
+    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-qc",
+                    "DROP DATABASE IF EXISTS books_load"], check=True, capture_output=True)
+    subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-qc",
+                    "CREATE DATABASE books_load"], check=True, capture_output=True)
+    return PG_URL
+
+
+POST_LUA = """
+wrk.method = "POST"
+wrk.body = "title=Load+test&author_id=3&year=2020"
+wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
+"""
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--stores", default="memory,sqlite,postgres")
+    args = parser.parse_args()
+    ensure_tools()
+    tmp = tempfile.mkdtemp(prefix="books-load-")
+    lua = os.path.join(tmp, "post.lua")
+    with open(lua, "w") as f:
+        f.write(POST_LUA)
+    report = [f"Machine: {os.cpu_count()} cores, `{' '.join(os.uname()[2:3])}`; "
+              f"{args.rounds} rounds x {args.seconds}s, wrk -t1 -c32, servers on core 0 "
+              "(one runtime thread), load on core 1.", ""]
+    for store in args.stores.split(","):
+        url = prepare_store(store, tmp)
+        ours = start([f"{RELEASE}/server", "--listen", f"127.0.0.1:{PORTS['ours']}",
+                      "--database-url", url], PORTS["ours"])
+        specs = save_bodies(PORTS["ours"], tmp)
+        bases = {kind: start([f"{RELEASE}/baseline", kind, f"127.0.0.1:{PORTS[kind]}", *specs], PORTS[kind])
+                 for kind in ("hyper", "warp")}
+        procs = {"ours": ours, **bases}
+        try:
+            results = {}
+            for _ in range(args.rounds):
+                for name, path in PATHS.items():
+                    for target in ("ours", "hyper", "warp"):
+                        r = measure(procs[target], PORTS[target], path, args.seconds)
+                        results.setdefault((name, target), []).append(r)
+                if store != "memory":
+                    r = measure(ours, PORTS["ours"], "/api/books", args.seconds, lua)
+                    results.setdefault(("create", "ours"), []).append(r)
+            report.append(f"### {store}")
+            report.append("")
+            report.append("| path | target | req/s (median) | CPU µs/req (median) | p50 | p99 | CPU ratio to hyper | to warp |")
+            report.append("|---|---|---|---|---|---|---|---|")
+            for (name, target), rs in results.items():
+                cpu = statistics.median(r["cpu_us"] for r in rs)
+                def ratio(base):
+                    if (name, base) not in results:
+                        return ""
+                    pairs = zip(rs, results[(name, base)])
+                    return f"{statistics.median(a['cpu_us'] / b['cpu_us'] for a, b in pairs):.2f}x"
+                rps = statistics.median(r["rps"] for r in rs)
+                bad = sum(r["non2xx"] for r in rs)
+                note = f" ({bad} non-2xx)" if bad else ""
+                report.append(f"| {name} | {target} | {rps:,.0f}{note} | {cpu:.1f} | {rs[-1]['p50']} | "
+                              f"{rs[-1]['p99']} | {ratio('hyper')} | {ratio('warp')} |")
+            report.append("")
+            if store == "memory":
+                report.append("| path | target | rate | p50 ms | p99 ms |")
+                report.append("|---|---|---|---|---|")
+                for name, path in PATHS.items():
+                    peak = statistics.median(r["rps"] for r in results[(name, "hyper")])
+                    for share in (0.5, 0.8):
+                        for target in ("ours", "hyper"):
+                            p50, p99 = fixed_rate(PORTS[target], path, peak * share, args.seconds)
+                            report.append(f"| {name} | {target} | {share:.0%} of hyper's peak ({peak * share:,.0f}/s) | {p50:.2f} | {p99:.2f} |")
+                report.append("")
+                report.append("| target | RSS idle KiB | after 64 conns | after 1,000 conns |")
+                report.append("|---|---|---|---|")
+                for target in ("ours", "hyper", "warp"):
+                    fresh = start([f"{RELEASE}/server", "--listen", "127.0.0.1:18090", "--database-url", "memory"], 18090) \
+                        if target == "ours" else \
+                        start([f"{RELEASE}/baseline", target, "127.0.0.1:18090", *specs], 18090)
+                    idle = rss_kib(fresh.pid)
+                    few = open_connections(18090, 64)
+                    at64 = rss_kib(fresh.pid)
+                    many = open_connections(18090, 936)
+                    at1000 = rss_kib(fresh.pid)
+                    for s in few + many:
+                        s.close()
+                    fresh.terminate()
+                    fresh.wait()
+                    report.append(f"| {target} | {idle:,} | {at64:,} | {at1000:,} |")
+                report.append("")
+        finally:
+            for proc in procs.values():
+                proc.terminate()
+                proc.wait()
+    print("\n".join(report))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
