@@ -21,6 +21,21 @@ use common::*;
 const JOIN: &str = "SELECT b.id, b.title, b.year, b.author_id, a.name, b.created_at, b.updated_at \
                     FROM books b LEFT JOIN authors a ON a.id = b.author_id";
 
+/// The store's page query: the join plus the total from the counter.
+const PAGE: &str = "SELECT b.id, b.title, b.year, b.author_id, a.name, b.created_at, b.updated_at, \
+                    (SELECT n FROM book_count) FROM books b LEFT JOIN authors a ON a.id = b.author_id";
+
+type PageRow = (
+    i64,
+    String,
+    i32,
+    Option<i64>,
+    Option<String>,
+    DateTime<Utc>,
+    DateTime<Utc>,
+    i64,
+);
+
 type Row = (
     i64,
     String,
@@ -49,19 +64,18 @@ fn now() -> DateTime<Utc> {
 
 /// The handwritten sqlx path: same URL and options as the store, one pool.
 async fn sqlx_list(pool: &SqlitePool) -> Response<Bytes> {
-    let mut conn = pool.acquire().await.unwrap();
-    let total: i64 = sqlx::query_scalar("SELECT n FROM book_count")
-        .fetch_one(&mut *conn)
-        .await
-        .unwrap();
-    let rows: Vec<Row> = sqlx::query_as(&format!("{JOIN} ORDER BY b.id LIMIT ? OFFSET ?"))
+    let rows: Vec<PageRow> = sqlx::query_as(&format!("{PAGE} ORDER BY b.id LIMIT ? OFFSET ?"))
         .bind(20_i64)
         .bind(0_i64)
-        .fetch_all(&mut *conn)
+        .fetch_all(pool)
         .await
         .unwrap();
-    let books: Vec<BookRecord> = rows.into_iter().map(record).collect();
-    floor_list(&books, true, total as u64)
+    let total = rows[0].7 as u64;
+    let books: Vec<BookRecord> = rows
+        .into_iter()
+        .map(|r| record((r.0, r.1, r.2, r.3, r.4, r.5, r.6)))
+        .collect();
+    floor_list(&books, true, total)
 }
 
 async fn sqlx_get(pool: &SqlitePool, id: i64) -> Response<Bytes> {
@@ -101,16 +115,13 @@ async fn sqlx_create(pool: &SqlitePool, writer: &SqlitePool, author: i64) -> Res
 
 /// The ceiling: the same queries through rusqlite's cached statements.
 fn rusqlite_list(conn: &rusqlite::Connection) -> Response<Bytes> {
-    let total: i64 = conn
-        .prepare_cached("SELECT n FROM book_count")
-        .unwrap()
-        .query_row([], |r| r.get(0))
-        .unwrap();
     let mut statement = conn
-        .prepare_cached(&format!("{JOIN} ORDER BY b.id LIMIT ? OFFSET ?"))
+        .prepare_cached(&format!("{PAGE} ORDER BY b.id LIMIT ? OFFSET ?"))
         .unwrap();
+    let mut total = 0;
     let books: Vec<BookRecord> = statement
         .query_map((20, 0), |r| {
+            total = r.get::<_, i64>(7)?;
             Ok(BookRecord {
                 id: r.get(0)?,
                 title: r.get(1)?,

@@ -42,7 +42,7 @@ async fn main() {
         args[2..]
             .iter()
             .map(|spec| {
-                let (path, rest) = spec.split_once('=').expect("path=status:type:file");
+                let (path, rest) = spec.rsplit_once('=').expect("path=status:type:file");
                 let mut parts = rest.splitn(3, ':');
                 let status = StatusCode::from_u16(parts.next().unwrap().parse().unwrap()).unwrap();
                 let content_type = parts.next().unwrap().replace("%3B", ";");

@@ -59,6 +59,30 @@ type BookRow = (
     DateTime<Utc>,
 );
 
+/// A row of a page: the join and the total from the counter, in one round trip.
+type PageRow = (
+    i64,
+    String,
+    i32,
+    Option<i64>,
+    Option<String>,
+    DateTime<Utc>,
+    DateTime<Utc>,
+    i64,
+);
+
+/// The books of a page and the total its rows carry (`None` for an empty page).
+fn page(rows: Vec<PageRow>) -> (Vec<BookRecord>, Option<u64>) {
+    let total = rows.first().map(|row| row.7 as u64);
+    let books = rows
+        .into_iter()
+        .map(|(id, title, year, author_id, name, created, updated, _)| {
+            record((id, title, year, author_id, name, created, updated))
+        })
+        .collect();
+    (books, total)
+}
+
 fn record(row: BookRow) -> BookRecord {
     let (id, title, year, author_id, author_name, created_at, updated_at) = row;
     BookRecord {

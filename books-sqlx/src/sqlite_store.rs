@@ -11,7 +11,7 @@ use sqlx::sqlite::{
 };
 
 use crate::error::store_error;
-use crate::{ACQUIRE_TIMEOUT, BOOK_COLUMNS, BookRow, Error, record};
+use crate::{ACQUIRE_TIMEOUT, BOOK_COLUMNS, BookRow, Error, PageRow, page, record};
 
 /// How long a connection waits on another process's write lock before giving up (503).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -109,28 +109,25 @@ impl SqliteStore {
 #[async_trait]
 impl BookStore for SqliteStore {
     async fn list(&self, offset: u64, limit: u32) -> Result<BookPage, StoreError> {
-        let mut conn = self
-            .readers
-            .acquire()
-            .await
-            .map_err(|e| store_error(e, None))?;
-        let total: i64 = sqlx::query_scalar("SELECT n FROM book_count")
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(|e| store_error(e, None))?;
-        let rows: Vec<BookRow> = sqlx::query_as(&format!(
-            "SELECT {BOOK_COLUMNS} FROM books b LEFT JOIN authors a ON a.id = b.author_id \
+        let rows: Vec<PageRow> = sqlx::query_as(&format!(
+            "SELECT {BOOK_COLUMNS}, (SELECT n FROM book_count) \
+             FROM books b LEFT JOIN authors a ON a.id = b.author_id \
              ORDER BY b.id LIMIT ? OFFSET ?"
         ))
         .bind(i64::from(limit))
         .bind(i64::try_from(offset).unwrap_or(i64::MAX))
-        .fetch_all(&mut *conn)
+        .fetch_all(&self.readers)
         .await
         .map_err(|e| store_error(e, None))?;
-        Ok(BookPage {
-            books: rows.into_iter().map(record).collect(),
-            total: total as u64,
-        })
+        let (books, total) = page(rows);
+        let total = match total {
+            Some(total) => total,
+            None => sqlx::query_scalar::<_, i64>("SELECT n FROM book_count")
+                .fetch_one(&self.readers)
+                .await
+                .map_err(|e| store_error(e, None))? as u64,
+        };
+        Ok(BookPage { books, total })
     }
 
     async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
