@@ -131,27 +131,10 @@ impl BooksApi {
             Endpoint::Ping => Ok(self.ping(format)),
             Endpoint::List { action } => self.list(query, action, format).await,
             Endpoint::Get(id) => self.get(id, query::includes(query)?, format).await,
+            // Boxed: the write path's state (body, multipart, validation) would otherwise
+            // make every read's future several times larger, and costlier to move.
             Endpoint::Create | Endpoint::Update(_) => {
-                let includes = query::includes(query)?;
-                let limit = self.inner.config.body_limit();
-                let bytes = body::read(&parts.headers, body, limit).await?;
-                let fields = body::decode(&parts.headers, bytes).await?;
-                let now = self.inner.config.now();
-                let input = validate(fields, &*self.inner.store, now.year()).await?;
-                if let Endpoint::Update(id) = endpoint {
-                    let id = id.ok_or_else(Problem::book_not_found)?;
-                    if !self.inner.store.update(id, &input, now).await? {
-                        return Err(Problem::book_not_found());
-                    }
-                    return self.get(Some(id), includes, format).await;
-                }
-                let id = self.inner.store.create(&input, now).await?;
-                let mut response = self.get(Some(id), includes, format).await?;
-                *response.status_mut() = StatusCode::CREATED;
-                let location = format!("{}/books/{id}", self.mount_url());
-                let location = HeaderValue::try_from(location).map_err(|_| Problem::internal())?;
-                response.headers_mut().insert(LOCATION, location);
-                Ok(response)
+                Box::pin(self.write(endpoint, parts, body, format)).await
             }
             Endpoint::Delete(id) => {
                 let id = id.ok_or_else(Problem::book_not_found)?;
@@ -166,6 +149,41 @@ impl BooksApi {
                 ))
             }
         }
+    }
+
+    /// Create and update: read and decode the body, validate, write, reload.
+    async fn write<B>(
+        &self,
+        endpoint: Endpoint,
+        parts: &http::request::Parts,
+        body: B,
+        format: Format,
+    ) -> Handled
+    where
+        B: Body,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let query = parts.uri.query();
+        let includes = query::includes(query)?;
+        let limit = self.inner.config.body_limit();
+        let bytes = body::read(&parts.headers, body, limit).await?;
+        let fields = body::decode(&parts.headers, bytes).await?;
+        let now = self.inner.config.now();
+        let input = validate(fields, &*self.inner.store, now.year()).await?;
+        if let Endpoint::Update(id) = endpoint {
+            let id = id.ok_or_else(Problem::book_not_found)?;
+            if !self.inner.store.update(id, &input, now).await? {
+                return Err(Problem::book_not_found());
+            }
+            return self.get(Some(id), includes, format).await;
+        }
+        let id = self.inner.store.create(&input, now).await?;
+        let mut response = self.get(Some(id), includes, format).await?;
+        *response.status_mut() = StatusCode::CREATED;
+        let location = format!("{}/books/{id}", self.mount_url());
+        let location = HeaderValue::try_from(location).map_err(|_| Problem::internal())?;
+        response.headers_mut().insert(LOCATION, location);
+        Ok(response)
     }
 
     /// Checks the bearer token writes need, if one is configured (constant time).
