@@ -164,7 +164,7 @@ impl<H: Harness> App<H> {
     /// Creates a valid book and returns its id.
     async fn book(&self, author: i64, title: &str) -> i64 {
         let reply = self
-            .form_valid("/api/books", author, title)
+            .valid_write("POST", "/api/books", author, title)
             .await
             .expect(201);
         reply.json()["id"].as_i64().expect("id")
@@ -193,12 +193,13 @@ impl<H: Harness> App<H> {
     }
 }
 
-fn valid(author: i64, title: &str) -> Vec<(&'static str, String)> {
-    vec![
-        ("title", title.to_owned()),
-        ("author_id", author.to_string()),
-        ("year", "2021".to_owned()),
-    ]
+/// A valid form body for a book by `author`.
+fn valid(author: i64, title: &str) -> String {
+    form(&[
+        ("title", title),
+        ("author_id", &author.to_string()),
+        ("year", "2021"),
+    ])
 }
 
 impl<H: Harness> App<H> {
@@ -210,33 +211,16 @@ impl<H: Harness> App<H> {
         }
         ids
     }
-}
 
-trait PairsExt {
-    fn pairs(&self) -> Vec<(&str, &str)>;
-}
-
-impl PairsExt for Vec<(&'static str, String)> {
-    fn pairs(&self) -> Vec<(&str, &str)> {
-        self.iter().map(|(k, v)| (*k, v.as_str())).collect()
-    }
-}
-
-impl<H: Harness> App<H> {
-    async fn form_owned(
-        &self,
-        method: &str,
-        path: &str,
-        pairs: &[(&'static str, String)],
-    ) -> Reply {
-        self.form(method, path, &pairs.to_vec().pairs()).await
-    }
-}
-
-// The form helper takes borrowed pairs; `book` passes owned ones through this shim.
-impl<H: Harness> App<H> {
-    async fn form_valid(&self, path: &str, author: i64, title: &str) -> Reply {
-        self.form_owned("POST", path, &valid(author, title)).await
+    /// Sends a valid book form with `method` to `path`.
+    async fn valid_write(&self, method: &str, path: &str, author: i64, title: &str) -> Reply {
+        self.send(
+            method,
+            path,
+            &[("content-type", FORM)],
+            valid(author, title),
+        )
+        .await
     }
 }
 
@@ -391,7 +375,7 @@ pub async fn invalid_ids_name_no_book(make: &impl MakeHarness) {
         app.send("DELETE", &path, &[], Bytes::new())
             .await
             .problem(404, "Book not found");
-        app.form_owned("PUT", &path, &valid(author, "New"))
+        app.valid_write("PUT", &path, author, "New")
             .await
             .problem(404, "Book not found");
     }
@@ -406,19 +390,17 @@ pub async fn index_scheme_only(make: &impl MakeHarness) {
     app.get("/api/books/list")
         .await
         .problem(404, "Book not found");
-    let reply = app.form_valid("/api/books/create", author, "x").await;
+    let reply = app
+        .valid_write("POST", "/api/books/create", author, "x")
+        .await;
     assert_eq!(
         reply.header("allow"),
         Some("DELETE, GET, HEAD, OPTIONS, PUT")
     );
     reply.problem(405, "Method not allowed");
-    app.form_owned(
-        "PUT",
-        &format!("/api/books/update/{id}"),
-        &valid(author, "x"),
-    )
-    .await
-    .problem(404, "Not found");
+    app.valid_write("PUT", &format!("/api/books/update/{id}"), author, "x")
+        .await
+        .problem(404, "Not found");
     app.send(
         "DELETE",
         &format!("/api/books/delete/{id}"),
@@ -427,13 +409,9 @@ pub async fn index_scheme_only(make: &impl MakeHarness) {
     )
     .await
     .problem(404, "Not found");
-    app.form_owned(
-        "PUT",
-        &format!("/api/books/{id}"),
-        &valid(author, "Changed"),
-    )
-    .await
-    .expect(200);
+    app.valid_write("PUT", &format!("/api/books/{id}"), author, "Changed")
+        .await
+        .expect(200);
     app.send("DELETE", &format!("/api/books/{id}"), &[], Bytes::new())
         .await
         .expect(200);
@@ -444,11 +422,11 @@ pub async fn action_scheme_only(make: &impl MakeHarness) {
     let author = app.author("A").await;
     app.get("/api/ping").await.expect(200);
     app.get("/api/books").await.problem(404, "Not found");
-    app.form_valid("/api/books", author, "x")
+    app.valid_write("POST", "/api/books", author, "x")
         .await
         .problem(404, "Not found");
     let created = app
-        .form_valid("/api/books/create", author, "Acted")
+        .valid_write("POST", "/api/books/create", author, "Acted")
         .await
         .expect(201);
     let id = created.json()["id"].as_i64().unwrap();
@@ -468,16 +446,12 @@ pub async fn action_scheme_only(make: &impl MakeHarness) {
         "Acted"
     );
     let put = app
-        .form_owned("PUT", &format!("/api/books/{id}"), &valid(author, "x"))
+        .valid_write("PUT", &format!("/api/books/{id}"), author, "x")
         .await;
     assert_eq!(put.header("allow"), Some("GET, HEAD, OPTIONS"));
     put.problem(405, "Method not allowed");
     let updated = app
-        .form_owned(
-            "PUT",
-            &format!("/api/books/update/{id}"),
-            &valid(author, "Renamed"),
-        )
+        .valid_write("PUT", &format!("/api/books/update/{id}"), author, "Renamed")
         .await
         .expect(200);
     assert_eq!(updated.json()["title"], "Renamed");
@@ -500,13 +474,13 @@ pub async fn both_schemes_by_default(make: &impl MakeHarness) {
     let app = start(make, |c| c).await;
     let author = app.author("A").await;
     let a = app
-        .form_valid("/api/books", author, "Index")
+        .valid_write("POST", "/api/books", author, "Index")
         .await
         .expect(201)
         .json()["id"]
         .clone();
     let b = app
-        .form_valid("/api/books/create", author, "Action")
+        .valid_write("POST", "/api/books/create", author, "Action")
         .await
         .expect(201)
         .json()["id"]
@@ -519,16 +493,12 @@ pub async fn both_schemes_by_default(make: &impl MakeHarness) {
         app.get("/api/books/list").await.expect(200).json()["meta"]["total"],
         2
     );
-    app.form_owned("PUT", &format!("/api/books/{a}"), &valid(author, "A2"))
+    app.valid_write("PUT", &format!("/api/books/{a}"), author, "A2")
         .await
         .expect(200);
-    app.form_owned(
-        "PUT",
-        &format!("/api/books/update/{b}"),
-        &valid(author, "B2"),
-    )
-    .await
-    .expect(200);
+    app.valid_write("PUT", &format!("/api/books/update/{b}"), author, "B2")
+        .await
+        .expect(200);
     app.send("DELETE", &format!("/api/books/{a}"), &[], Bytes::new())
         .await
         .expect(200);
@@ -548,7 +518,7 @@ pub async fn custom_prefix_moves_every_route(make: &impl MakeHarness) {
     let author = app.author("A").await;
     app.get("/v1/ping").await.expect(200);
     let created = app
-        .form_valid("/v1/books", author, "Moved")
+        .valid_write("POST", "/v1/books", author, "Moved")
         .await
         .expect(201);
     let id = created.json()["id"].as_i64().unwrap();
@@ -646,7 +616,7 @@ pub async fn create_returns_201_with_location(make: &impl MakeHarness) {
     let app = start(make, |c| c).await;
     let author = app.author("Frank Herbert").await;
     let reply = app
-        .form_valid("/api/books", author, "Dune")
+        .valid_write("POST", "/api/books", author, "Dune")
         .await
         .expect(201);
     assert_eq!(reply.header("content-type"), Some(JSON));
@@ -795,7 +765,7 @@ pub async fn include_author_on_every_route(make: &impl MakeHarness) {
     let author = app.author("Frank Herbert").await;
     let expected = json!({"id": author, "name": "Frank Herbert"});
     let created = app
-        .form_valid("/api/books?include=author", author, "Dune")
+        .valid_write("POST", "/api/books?include=author", author, "Dune")
         .await
         .expect(201)
         .json();
@@ -815,10 +785,11 @@ pub async fn include_author_on_every_route(make: &impl MakeHarness) {
         .json();
     assert_eq!(page["data"][0]["author"], expected);
     let updated = app
-        .form_owned(
+        .valid_write(
             "PUT",
             &format!("/api/books/{id}?include=author"),
-            &valid(author, "Dune II"),
+            author,
+            "Dune II",
         )
         .await
         .expect(200)
@@ -894,7 +865,7 @@ pub async fn include_rejects_unknown_names(make: &impl MakeHarness) {
             "{message}"
         );
     }
-    app.form_valid("/api/books?include=publisher", author, "Not stored")
+    app.valid_write("POST", "/api/books?include=publisher", author, "Not stored")
         .await
         .problem(400, "Invalid query parameter: include.");
     assert_eq!(app.total().await, 1);
@@ -959,7 +930,7 @@ pub async fn update_validates_before_existence(make: &impl MakeHarness) {
     let author = app.author("A").await;
     let errors = app.form("PUT", "/api/books/999", &[]).await.invalid();
     assert_eq!(errors["title"], json!(["The title field is required."]));
-    app.form_owned("PUT", "/api/books/999", &valid(author, "x"))
+    app.valid_write("PUT", "/api/books/999", author, "x")
         .await
         .problem(404, "Book not found");
     assert_eq!(app.total().await, 0, "PUT never creates");
@@ -1158,13 +1129,16 @@ pub async fn title_of_255_and_256_unicode_characters(make: &impl MakeHarness) {
     let author = app.author("A").await;
     for title in ["é".repeat(255), "😀".repeat(255), "a".repeat(255)] {
         let reply = app
-            .form_valid("/api/books", author, &title)
+            .valid_write("POST", "/api/books", author, &title)
             .await
             .expect(201);
         assert_eq!(reply.json()["title"], title.as_str());
     }
     for title in ["é".repeat(256), "😀".repeat(256)] {
-        let errors = app.form_valid("/api/books", author, &title).await.invalid();
+        let errors = app
+            .valid_write("POST", "/api/books", author, &title)
+            .await
+            .invalid();
         assert_eq!(
             errors,
             json!({"title": ["The title may not be greater than 255 characters."]})
@@ -1212,7 +1186,7 @@ pub async fn year_bound_follows_the_clock(make: &impl MakeHarness) {
 pub async fn body_of_unsupported_type_is_415(make: &impl MakeHarness) {
     let app = start(make, |c| c).await;
     let author = app.author("A").await;
-    let body = form(&valid(author, "T").pairs());
+    let body = valid(author, "T");
     for content_type in [
         "text/plain",
         "application/xml",
@@ -1266,7 +1240,7 @@ pub async fn body_too_large_is_413(make: &impl MakeHarness) {
     let app = start(make, |c| c.with_body_limit(1024)).await;
     let author = app.author("A").await;
     let exact = |len: usize| {
-        let mut body = form(&valid(author, "Sized").pairs());
+        let mut body = valid(author, "Sized");
         body.push_str("&pad=");
         let pad = len - body.len();
         body + &"p".repeat(pad)
@@ -1515,7 +1489,7 @@ pub async fn xml_error_mirrors_json(make: &impl MakeHarness) {
 pub async fn write_token_guards_writes_only(make: &impl MakeHarness) {
     let app = start(make, |c| c.with_write_token(Some("s3cret"))).await;
     let author = app.author("A").await;
-    let body = form(&valid(author, "Guarded").pairs());
+    let body = valid(author, "Guarded");
     for auth in [
         None,
         Some("Bearer wrong"),
