@@ -14,14 +14,29 @@ pub(crate) fn last_value(input: &[u8], name: &str) -> Result<Option<String>, Inv
             Some(at) => (&pair[..at], &pair[at + 1..]),
             None => (pair, &pair[..0]),
         };
-        if decode(key)? == name {
+        let matches = if is_plain(key) {
+            key == name.as_bytes()
+        } else {
+            decode(key)? == name
+        };
+        if matches {
             found = Some(value);
         }
     }
     found.map(decode).transpose()
 }
 
+/// ASCII with nothing to decode: the common case, compared and copied as is.
+fn is_plain(raw: &[u8]) -> bool {
+    raw.iter().all(|&b| b.is_ascii() && b != b'%' && b != b'+')
+}
+
 fn decode(raw: &[u8]) -> Result<String, InvalidUtf8> {
+    if is_plain(raw) {
+        return std::str::from_utf8(raw)
+            .map(str::to_owned)
+            .map_err(|_| InvalidUtf8);
+    }
     let spaced: Vec<u8> = raw
         .iter()
         .map(|&b| if b == b'+' { b' ' } else { b })
