@@ -18,12 +18,14 @@ use http::{Request, Response};
 mod common;
 use common::*;
 
-const JOIN: &str = "SELECT b.id, b.title, b.year, b.author_id, a.name, b.created_at, b.updated_at \
-                    FROM books b LEFT JOIN authors a ON a.id = b.author_id";
+/// The store's single-book query, as static SQL (the store builds it with `concat!`).
+const GET: &str = "SELECT b.id, b.title, b.year, b.author_id, a.name, b.created_at, b.updated_at \
+                   FROM books b LEFT JOIN authors a ON a.id = b.author_id WHERE b.id = ?";
 
 /// The store's page query: the join plus the total from the counter.
 const PAGE: &str = "SELECT b.id, b.title, b.year, b.author_id, a.name, b.created_at, b.updated_at, \
-                    (SELECT n FROM book_count) FROM books b LEFT JOIN authors a ON a.id = b.author_id";
+                    (SELECT n FROM book_count) FROM books b LEFT JOIN authors a ON a.id = b.author_id \
+                    ORDER BY b.id LIMIT ? OFFSET ?";
 
 type PageRow = (
     i64,
@@ -64,7 +66,7 @@ fn now() -> DateTime<Utc> {
 
 /// The handwritten sqlx path: same URL and options as the store, one pool.
 async fn sqlx_list(pool: &SqlitePool) -> Response<Bytes> {
-    let rows: Vec<PageRow> = sqlx::query_as(&format!("{PAGE} ORDER BY b.id LIMIT ? OFFSET ?"))
+    let rows: Vec<PageRow> = sqlx::query_as(PAGE)
         .bind(20_i64)
         .bind(0_i64)
         .fetch_all(pool)
@@ -79,11 +81,7 @@ async fn sqlx_list(pool: &SqlitePool) -> Response<Bytes> {
 }
 
 async fn sqlx_get(pool: &SqlitePool, id: i64) -> Response<Bytes> {
-    let row: Row = sqlx::query_as(&format!("{JOIN} WHERE b.id = ?"))
-        .bind(id)
-        .fetch_one(pool)
-        .await
-        .unwrap();
+    let row: Row = sqlx::query_as(GET).bind(id).fetch_one(pool).await.unwrap();
     floor_book(&record(row))
 }
 
@@ -105,19 +103,13 @@ async fn sqlx_create(pool: &SqlitePool, writer: &SqlitePool, author: i64) -> Res
     .fetch_one(writer)
     .await
     .unwrap();
-    let row: Row = sqlx::query_as(&format!("{JOIN} WHERE b.id = ?"))
-        .bind(id)
-        .fetch_one(pool)
-        .await
-        .unwrap();
+    let row: Row = sqlx::query_as(GET).bind(id).fetch_one(pool).await.unwrap();
     floor_created(&record(row))
 }
 
 /// The ceiling: the same queries through rusqlite's cached statements.
 fn rusqlite_list(conn: &rusqlite::Connection) -> Response<Bytes> {
-    let mut statement = conn
-        .prepare_cached(&format!("{PAGE} ORDER BY b.id LIMIT ? OFFSET ?"))
-        .unwrap();
+    let mut statement = conn.prepare_cached(PAGE).unwrap();
     let mut total = 0;
     let books: Vec<BookRecord> = statement
         .query_map((20, 0), |r| {

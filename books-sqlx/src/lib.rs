@@ -39,14 +39,18 @@ pub use sqlx;
 /// How long a request waits for a pooled connection before the store answers "unavailable".
 pub const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
-/// Columns of the books-with-authors join, in `SELECT` order.
-const BOOK_COLUMNS: &str = "b.id, b.title, b.year, b.author_id, a.name, b.created_at, b.updated_at";
-
-/// The ids of one page, skipped over in the primary-key index alone (a deferred join:
-/// a deep OFFSET walks ids, not joined rows). SQLite's table is already its id b-tree,
-/// where this gains nothing and defeats its LIMIT optimisation, so only PostgreSQL uses it.
-#[cfg(feature = "postgres")]
-const PAGE_IDS: &str = "SELECT id FROM books ORDER BY id";
+/// A query over the books-with-authors join: the columns in `BookRow` order, then the
+/// rest of the statement. A `&'static str` built at compile time, so a request neither
+/// formats SQL nor hands sqlx's statement cache a fresh string.
+macro_rules! select_books {
+    ($($rest:literal),+ $(,)?) => {
+        concat!(
+            "SELECT b.id, b.title, b.year, b.author_id, a.name, b.created_at, b.updated_at",
+            $($rest),+
+        )
+    };
+}
+pub(crate) use select_books;
 
 /// One row of the join, as sqlx decodes it.
 type BookRow = (

@@ -11,7 +11,7 @@ use sqlx::sqlite::{
 };
 
 use crate::error::store_error;
-use crate::{ACQUIRE_TIMEOUT, BOOK_COLUMNS, BookRow, Error, PageRow, page, record};
+use crate::{ACQUIRE_TIMEOUT, BookRow, Error, PageRow, page, record, select_books};
 
 /// How long a connection waits on another process's write lock before giving up (503).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -109,8 +109,8 @@ impl SqliteStore {
 #[async_trait]
 impl BookStore for SqliteStore {
     async fn list(&self, offset: u64, limit: u32) -> Result<BookPage, StoreError> {
-        let rows: Vec<PageRow> = sqlx::query_as(&format!(
-            "SELECT {BOOK_COLUMNS}, (SELECT n FROM book_count) \
+        let rows: Vec<PageRow> = sqlx::query_as(select_books!(
+            ", (SELECT n FROM book_count) \
              FROM books b LEFT JOIN authors a ON a.id = b.author_id \
              ORDER BY b.id LIMIT ? OFFSET ?"
         ))
@@ -131,9 +131,8 @@ impl BookStore for SqliteStore {
     }
 
     async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
-        let row: Option<BookRow> = sqlx::query_as(&format!(
-            "SELECT {BOOK_COLUMNS} FROM books b LEFT JOIN authors a ON a.id = b.author_id \
-             WHERE b.id = ?"
+        let row: Option<BookRow> = sqlx::query_as(select_books!(
+            " FROM books b LEFT JOIN authors a ON a.id = b.author_id WHERE b.id = ?"
         ))
         .bind(id)
         .fetch_optional(&self.readers)
