@@ -1,5 +1,6 @@
 //! Reading a request body under the size limit and decoding its fields.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 
 use bytes::Bytes;
@@ -8,7 +9,8 @@ use http::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use http_body::Body;
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use mime::Mime;
-use serde_json::{Map, Value};
+use serde_json::error::Category;
+use serde_json::value::RawValue;
 
 use crate::form;
 use crate::problem::Problem;
@@ -17,8 +19,12 @@ use crate::problem::Problem;
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Raw {
     Missing,
+    /// A form value, multipart text field or JSON string.
     Text(String),
-    Json(Value),
+    /// A JSON number, as written (so an integer beyond 64 bits is still an integer).
+    Number(String),
+    /// A JSON boolean, array or object.
+    Other,
 }
 
 /// The three fields the API reads; everything else is ignored.
@@ -84,24 +90,34 @@ fn decode_form(body: &[u8]) -> Result<Fields, Problem> {
 }
 
 fn decode_json(body: &[u8]) -> Result<Fields, Problem> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|_| Problem::bad_body("The request body is not valid JSON."))?;
-    let Value::Object(mut object) = value else {
-        return Err(Problem::bad_body("The JSON body must be an object."));
-    };
+    // Values stay raw: a number keeps its literal, and only strings are decoded.
+    let mut object: HashMap<String, &RawValue> =
+        serde_json::from_slice(body).map_err(|error| match error.classify() {
+            Category::Data => Problem::bad_body("The JSON body must be an object."),
+            _ => Problem::bad_body("The request body is not valid JSON."),
+        })?;
+    let mut field = |name| take_json(object.remove(name));
     Ok(Fields {
-        title: take_json(&mut object, "title"),
-        author_id: take_json(&mut object, "author_id"),
-        year: take_json(&mut object, "year"),
+        title: field("title")?,
+        author_id: field("author_id")?,
+        year: field("year")?,
     })
 }
 
-fn take_json(object: &mut Map<String, Value>, name: &str) -> Raw {
-    match object.remove(name) {
-        None | Some(Value::Null) => Raw::Missing,
-        Some(Value::String(text)) => Raw::Text(text),
-        Some(other) => Raw::Json(other),
-    }
+fn take_json(value: Option<&RawValue>) -> Result<Raw, Problem> {
+    let Some(value) = value else {
+        return Ok(Raw::Missing);
+    };
+    let text = value.get();
+    Ok(match text.as_bytes().first() {
+        Some(b'n') => Raw::Missing,
+        Some(b'"') => Raw::Text(
+            serde_json::from_str(text)
+                .map_err(|_| Problem::bad_body("The request body is not valid JSON."))?,
+        ),
+        Some(b'-' | b'0'..=b'9') => Raw::Number(text.to_owned()),
+        _ => Raw::Other,
+    })
 }
 
 async fn decode_multipart(mime: &Mime, body: Bytes) -> Result<Fields, Problem> {
@@ -167,7 +183,7 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(fields.title, Raw::Missing);
-        assert_eq!(fields.year, Raw::Json(2001.into()));
+        assert_eq!(fields.year, Raw::Number("2001".into()));
         assert_eq!(fields.author_id, Raw::Text("3".into()));
         assert_eq!(fields_status("application/json", b"[1]").await, 400);
         assert_eq!(fields_status("application/json", b"{").await, 400);

@@ -2,6 +2,7 @@
 
 use crate::form::last_value;
 use crate::problem::{FieldErrors, Problem};
+use crate::xml::xml_safe;
 
 const PAGE_INVALID: &str = "The page must be an integer of at least 1.";
 
@@ -73,7 +74,7 @@ fn parse_includes(query: Option<&str>, errors: &mut FieldErrors) -> Includes {
         match name {
             "" => {}
             "author" => includes.author = true,
-            other => unknown.push(other),
+            other => unknown.push(xml_safe(other)),
         }
     }
     if !unknown.is_empty() {

@@ -1,5 +1,7 @@
 //! Response bodies (JSON or XML) and headers.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use chrono::{DateTime, Datelike, Timelike, Utc};
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, VARY};
@@ -11,7 +13,7 @@ use crate::pagination::{Links, Meta};
 use crate::problem::{Problem, ProblemBody};
 use crate::query::Includes;
 use crate::store::BookRecord;
-use crate::xml::to_xml;
+use crate::xml::{to_xml, xml_safe};
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json");
 const XML: HeaderValue = HeaderValue::from_static("application/xml; charset=utf-8");
@@ -51,14 +53,14 @@ impl Serialize for Timestamp {
 #[derive(Serialize)]
 struct AuthorView<'a> {
     id: i64,
-    name: &'a str,
+    name: Cow<'a, str>,
 }
 
-/// A book as the API shows it.
+/// A book as the API shows it; stored text XML cannot carry shows as U+FFFD.
 #[derive(Serialize)]
 pub(crate) struct BookView<'a> {
     id: i64,
-    title: &'a str,
+    title: Cow<'a, str>,
     year: i32,
     created_at: Timestamp,
     updated_at: Timestamp,
@@ -71,14 +73,17 @@ impl<'a> BookView<'a> {
     pub(crate) fn new(book: &'a BookRecord, includes: Includes) -> Self {
         Self {
             id: book.id,
-            title: &book.title,
+            title: xml_safe(&book.title),
             year: book.year,
             created_at: Timestamp(book.created_at),
             updated_at: Timestamp(book.updated_at),
             author: includes
                 .author
                 .then(|| match (book.author_id, &book.author_name) {
-                    (Some(id), Some(name)) => Some(AuthorView { id, name }),
+                    (Some(id), Some(name)) => Some(AuthorView {
+                        id,
+                        name: xml_safe(name),
+                    }),
                     _ => None,
                 }),
         }

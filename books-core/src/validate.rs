@@ -1,10 +1,9 @@
 //! The create/update rules, each with its message; every failing field is reported.
 
-use serde_json::Value;
-
 use crate::body::{Fields, Raw};
 use crate::problem::{FieldErrors, Problem};
 use crate::store::{BookInput, BookStore};
+use crate::xml::is_xml_char;
 
 pub(crate) const AUTHOR_INVALID: &str = "The selected author id is invalid.";
 const TITLE_MAX_CHARS: usize = 255;
@@ -54,14 +53,17 @@ fn title(raw: Raw) -> Result<String, &'static str> {
     let text = match raw {
         Raw::Missing => return Err("The title field is required."),
         Raw::Text(text) => text,
-        Raw::Json(_) => return Err("The title must be a string."),
+        Raw::Number(_) | Raw::Other => return Err("The title must be a string."),
     };
     let trimmed = text.trim();
     if trimmed.is_empty() {
         Err("The title field is required.")
     } else if trimmed.chars().count() > TITLE_MAX_CHARS {
         Err("The title may not be greater than 255 characters.")
-    } else if trimmed.chars().any(|c| c <= '\u{1f}' || c == '\u{7f}') {
+    } else if trimmed
+        .chars()
+        .any(|c| c <= '\u{1f}' || c == '\u{7f}' || !is_xml_char(c))
+    {
         Err("The title may not contain control characters.")
     } else if trimmed.len() == text.len() {
         Ok(text)
@@ -76,35 +78,29 @@ enum NotAnInteger {
 }
 use NotAnInteger::{Missing, NotInteger};
 
-/// An integer field: a JSON integer, or text of optional sign and decimal digits
-/// (surrounding whitespace ignored). Values beyond 64 bits saturate far outside every
-/// valid range, so they fail the range rule, not the integer rule.
+/// An integer field: optional sign and decimal digits, from a JSON number's literal or
+/// from text (surrounding whitespace ignored). Values beyond 64 bits saturate far outside
+/// every valid range, so they fail the range rule, not the integer rule, however sent.
 fn integer(raw: &Raw) -> Result<i128, NotAnInteger> {
-    match raw {
-        Raw::Missing => Err(Missing),
-        Raw::Json(Value::Number(n)) => n
-            .as_i64()
-            .map(i128::from)
-            .or_else(|| n.as_u64().map(i128::from))
-            .ok_or(NotInteger),
-        Raw::Json(_) => Err(NotInteger),
-        Raw::Text(text) => {
-            let text = text.trim();
-            if text.is_empty() {
-                return Err(Missing);
-            }
-            let (negative, digits) = match text.as_bytes()[0] {
-                b'-' => (true, &text[1..]),
-                b'+' => (false, &text[1..]),
-                _ => (false, text),
-            };
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(NotInteger);
-            }
-            let magnitude = digits.parse::<i128>().unwrap_or(i128::MAX);
-            Ok(if negative { -magnitude } else { magnitude })
-        }
+    let text = match raw {
+        Raw::Missing => return Err(Missing),
+        Raw::Other => return Err(NotInteger),
+        Raw::Number(literal) => literal.as_str(),
+        Raw::Text(text) => text.trim(),
+    };
+    if text.is_empty() {
+        return Err(Missing);
     }
+    let (negative, digits) = match text.as_bytes()[0] {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(NotInteger);
+    }
+    let magnitude = digits.parse::<i128>().unwrap_or(i128::MAX);
+    Ok(if negative { -magnitude } else { magnitude })
 }
 
 #[cfg(test)]
@@ -126,17 +122,14 @@ mod tests {
             text("99999999999999999999999999999999999999999999"),
             Ok(i128::MAX)
         ));
-        let json = |v: Value| integer(&Raw::Json(v));
-        assert!(matches!(json(serde_json::json!(2005)), Ok(2005)));
-        assert!(matches!(json(serde_json::json!(u64::MAX)), Ok(n) if n == i128::from(u64::MAX)));
-        for bad in [
-            serde_json::json!(2005.0),
-            serde_json::json!(true),
-            serde_json::json!([1]),
-            serde_json::json!({}),
-        ] {
-            assert!(matches!(json(bad), Err(NotInteger)));
+        let number = |s: &str| integer(&Raw::Number(s.into()));
+        assert!(matches!(number("2005"), Ok(2005)));
+        assert!(matches!(number("-7"), Ok(-7)));
+        assert!(matches!(number("100000000000000000000"), Ok(n) if n == 100000000000000000000));
+        for bad in ["2005.0", "1e3", "-1.5E2"] {
+            assert!(matches!(number(bad), Err(NotInteger)), "{bad}");
         }
+        assert!(matches!(integer(&Raw::Other), Err(NotInteger)));
     }
 
     #[test]
@@ -150,12 +143,15 @@ mod tests {
             text("a\u{0}b"),
             Err("The title may not contain control characters.")
         );
+        for bad in ["a\u{7f}b", "bad\u{ffff}char", "\u{fffe}x"] {
+            assert_eq!(
+                text(bad),
+                Err("The title may not contain control characters."),
+                "{bad:?}"
+            );
+        }
         assert_eq!(
-            text("a\u{7f}b"),
-            Err("The title may not contain control characters.")
-        );
-        assert_eq!(
-            title(Raw::Json(3.into())),
+            title(Raw::Number("3".into())),
             Err("The title must be a string.")
         );
     }

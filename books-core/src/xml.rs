@@ -1,5 +1,6 @@
 //! XML output that mirrors the JSON structure, written with quick-xml.
 
+use std::borrow::Cow;
 use std::io;
 
 use quick_xml::Writer;
@@ -21,7 +22,7 @@ fn write_document(writer: &mut Writer<Vec<u8>>, root: &str, value: &Value) -> io
 }
 
 fn write_element(writer: &mut Writer<Vec<u8>>, name: &str, value: &Value) -> io::Result<()> {
-    let text = match value {
+    let text: Cow<'_, str> = match value {
         Value::Null => return writer.write_event(Event::Empty(BytesStart::new(name))),
         Value::Object(members) => {
             writer.write_event(Event::Start(BytesStart::new(name)))?;
@@ -38,13 +39,52 @@ fn write_element(writer: &mut Writer<Vec<u8>>, name: &str, value: &Value) -> io:
             }
             return writer.write_event(Event::End(BytesEnd::new(name)));
         }
-        Value::String(text) => text.clone(),
-        Value::Number(number) => number.to_string(),
-        Value::Bool(flag) => flag.to_string(),
+        Value::String(text) => Cow::Borrowed(text),
+        Value::Number(number) => Cow::Owned(number.to_string()),
+        Value::Bool(flag) => Cow::Borrowed(if *flag { "true" } else { "false" }),
     };
     writer.write_event(Event::Start(BytesStart::new(name)))?;
-    writer.write_event(Event::Text(BytesText::new(&text)))?;
+    writer.write_event(Event::Text(text_event(&text)))?;
     writer.write_event(Event::End(BytesEnd::new(name)))
+}
+
+/// Escaped element text that parses back to exactly `text` (less what XML cannot carry):
+/// quick-xml escapes the markup characters; a carriage return becomes `&#13;`, since a
+/// parser would turn a raw one into a line feed.
+fn text_event(text: &str) -> BytesText<'static> {
+    let escaped = quick_xml::escape::escape(xml_safe(text));
+    let escaped = if escaped.contains('\r') {
+        escaped.replace('\r', "&#13;")
+    } else {
+        escaped.into_owned()
+    };
+    BytesText::from_escaped(escaped)
+}
+
+/// Whether XML 1.0 can carry `c` (its `Char` production; Rust strings hold no surrogates).
+pub(crate) fn is_xml_char(c: char) -> bool {
+    !matches!(c, '\u{0}'..='\u{8}' | '\u{b}' | '\u{c}' | '\u{e}'..='\u{1f}' | '\u{fffe}' | '\u{ffff}')
+}
+
+/// `text` with every character XML 1.0 cannot carry replaced by U+FFFD; borrowed (no
+/// copy) when there is none. Applied to everything echoed from a request or read from
+/// storage, in both formats, so JSON and XML say the same.
+pub(crate) fn xml_safe(text: &str) -> Cow<'_, str> {
+    if text.chars().all(is_xml_char) {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(
+            text.chars()
+                .map(|c| {
+                    if is_xml_char(c) {
+                        c
+                    } else {
+                        char::REPLACEMENT_CHARACTER
+                    }
+                })
+                .collect(),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -61,5 +101,17 @@ mod tests {
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?><books><data><book><id>1</id>\
              <t>a&lt;&amp;&gt;&quot;&apos;</t></book></data><n/><e><f><message>m</message></f></e></books>"
         );
+    }
+
+    #[test]
+    fn text_xml_cannot_carry_becomes_replacement() {
+        let value =
+            serde_json::json!({"t": "a\u{0}b\u{1b}c\u{fffe}d\u{ffff}e\tf\ng\rh\u{85}\u{10ffff}"});
+        let xml = String::from_utf8(to_xml("r", &value)).unwrap();
+        assert_eq!(
+            xml,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><r><t>a\u{fffd}b\u{fffd}c\u{fffd}d\u{fffd}e\tf\ng&#13;h\u{85}\u{10ffff}</t></r>"
+        );
+        assert!(matches!(xml_safe("plain é"), Cow::Borrowed("plain é")));
     }
 }

@@ -31,10 +31,18 @@ use warp::{Filter, Rejection};
 pub fn routes(
     api: BooksApi,
 ) -> impl Filter<Extract = (Response<Bytes>,), Error = Rejection> + Clone + Send + Sync + 'static {
+    // warp 0.4's `path::full` (like `tail` and `peek`) panics on a target with no path:
+    // the authority form (`CONNECT host:port`), which hyper accepts with any method.
+    // `path::end` reads the path safely; when nothing is left of it, it is taken as "/"
+    // without asking `full`, which covers the authority form and "/" itself.
+    let path = warp::path::end()
+        .map(|| None)
+        .or(warp::path::full().map(Some))
+        .unify();
     let owned = {
         let api = api.clone();
-        warp::path::full().and_then(move |path: FullPath| {
-            let owned = api.owns(path.as_str());
+        path.and_then(move |path: Option<FullPath>| {
+            let owned = api.owns(path.as_ref().map_or("/", FullPath::as_str));
             async move {
                 if owned {
                     Ok(path)
@@ -61,7 +69,7 @@ pub fn routes(
 
 /// Rebuilds the `http::Request` warp took apart; the body stays a stream.
 fn request<S, B>(
-    path: FullPath,
+    path: Option<FullPath>,
     query: String,
     method: Method,
     headers: HeaderMap,
@@ -71,10 +79,11 @@ where
     S: Stream<Item = Result<B, warp::Error>>,
     B: Buf,
 {
+    let path = path.as_ref().map_or("/", FullPath::as_str);
     let uri = if query.is_empty() {
-        path.as_str().to_owned()
+        path.to_owned()
     } else {
-        format!("{}?{query}", path.as_str())
+        format!("{path}?{query}")
     };
     let frames = body.map_ok(|mut chunk| Frame::data(chunk.copy_to_bytes(chunk.remaining())));
     let mut request = Request::new(StreamBody::new(frames));

@@ -190,6 +190,11 @@ macro_rules! http_contract_suite {
             xml_page_mirrors_json,
             xml_error_mirrors_json,
             write_token_guards_writes_only,
+            targets_without_a_path_are_not_found,
+            titles_xml_cannot_carry_are_refused,
+            stored_text_xml_cannot_carry_is_replaced,
+            echoed_include_xml_cannot_carry_is_replaced,
+            json_integers_beyond_64_bits_fail_the_range_rule,
         );
     };
 }

@@ -23,6 +23,11 @@ impl XmlNode {
             text.starts_with(r#"<?xml version="1.0" encoding="UTF-8"?>"#),
             "XML declaration missing: {text}"
         );
+        // quick-xml's reader does not check XML 1.0's `Char` production: a well-formed
+        // document holds no character outside it, even escaped as text.
+        if let Some(bad) = text.chars().find(|&c| !crate::xml::is_xml_char(c)) {
+            panic!("not well-formed XML: holds {bad:?}: {text}");
+        }
         let mut reader = Reader::from_str(text);
         reader.config_mut().check_end_names = true;
         let mut stack: Vec<XmlNode> = Vec::new();
