@@ -39,6 +39,7 @@ mod problem;
 mod query;
 mod render;
 mod route;
+mod service;
 mod store;
 mod validate;
 mod xml;
@@ -49,6 +50,7 @@ pub mod testing;
 
 pub use api::BooksApi;
 pub use config::{Clock, Config, ManualClock, RouteScheme, SystemClock};
+pub use service::{ApiFuture, Mount, MountBody, MountLayer};
 pub use store::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError};
 
 /// The version reported by the extended ping.

@@ -1,4 +1,5 @@
-//! The books API mounted beside a host's own warp route: `cargo run --example embed`.
+//! The books API mounted beside a host's own warp route: `cargo run --example warp`, then
+//! `curl localhost:3030/api/books` and `curl localhost:3030/hello/you`.
 //! (`warp::serve` keeps this short; the `server` example adds timeouts and graceful shutdown.)
 
 use books_core::{BooksApi, Config};
@@ -6,13 +7,16 @@ use books_memstore::MemStore;
 use warp::Filter;
 
 #[tokio::main]
-async fn main() {
+async fn main() -> Result<(), books_core::StoreError> {
+    let store = MemStore::new();
+    books_core::demo::load_if_empty(&store, chrono::Utc::now()).await?; // 50 authors, 45 books
     let api = BooksApi::new(
-        MemStore::new(),
+        store,
         Config::default().with_base_url("http://127.0.0.1:3030"),
     );
     let hello = warp::path!("hello" / String).map(|name| format!("Hello, {name}!"));
     let app = books_warp::routes(api).or(hello);
-    println!("try http://127.0.0.1:3030/api/ping and http://127.0.0.1:3030/hello/you");
+    println!("try http://127.0.0.1:3030/api/books and http://127.0.0.1:3030/hello/you");
     warp::serve(app).run(([127, 0, 0, 1], 3030)).await;
+    Ok(())
 }

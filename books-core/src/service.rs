@@ -1,0 +1,153 @@
+//! tower: [`BooksApi`] is a `Service`, and [`MountLayer`] mounts it beside a host's own
+//! service (the tower form of warp's `.or()`).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures_util::future::{self, FutureExt, TryFutureExt};
+use http::uri::PathAndQuery;
+use http::{Request, Response, Uri};
+use http_body::Body;
+use http_body_util::{Either, Full};
+use tower_service::Service;
+
+use crate::BooksApi;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The future of one answer of [`BooksApi`] as a tower `Service`.
+pub type ApiFuture =
+    Pin<Box<dyn Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send>>;
+
+/// Answers every request it is given, so routers can mount it however they mount services:
+///
+/// - a path under the prefix is answered as by [`BooksApi::handle`] (axum's
+///   `route_service("/api/{*rest}", …)` and `fallback_service`, hyper alone);
+/// - any other path is read as relative to the prefix, as a router leaves it once it has
+///   stripped the mount path (axum's `nest_service("/api", …)`): `/books/7` is
+///   `/api/books/7`. Links and `Location` always carry the configured prefix, so mount
+///   the service where the prefix says.
+///
+/// To answer only the prefix and hand everything else to a host's service, use
+/// [`MountLayer`] instead.
+impl<B> Service<Request<B>> for BooksApi
+where
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = ApiFuture;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut request: Request<B>) -> ApiFuture {
+        if !self.owns(request.uri().path()) {
+            *request.uri_mut() = self.under_prefix(request.uri());
+        }
+        answer(self.clone(), request)
+    }
+}
+
+fn answer<B>(api: BooksApi, request: Request<B>) -> ApiFuture
+where
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    Box::pin(async move { Ok(api.handle(request).await.map(Full::new)) })
+}
+
+impl BooksApi {
+    /// A [`MountLayer`] for this API: `api.layer().layer(host_service)`.
+    pub fn layer(&self) -> MountLayer {
+        MountLayer { api: self.clone() }
+    }
+
+    /// `uri` with the prefix put before its path (a router stripped it).
+    fn under_prefix(&self, uri: &Uri) -> Uri {
+        let path = uri.path_and_query().map_or("", PathAndQuery::as_str);
+        let joined = format!("{}{path}", self.config().prefix());
+        // The prefix is a normalised path and `path` a parsed one: joined, they parse.
+        joined.parse().unwrap_or_else(|_| Uri::from_static("/"))
+    }
+}
+
+/// A tower `Layer` that mounts a [`BooksApi`] in front of a host's service: requests whose
+/// path lies under the API's prefix are answered by the API, every other request goes to
+/// the inner service untouched.
+#[derive(Debug, Clone)]
+pub struct MountLayer {
+    api: BooksApi,
+}
+
+impl MountLayer {
+    /// A layer mounting `api`.
+    pub fn new(api: BooksApi) -> Self {
+        Self { api }
+    }
+}
+
+impl<S> tower_layer::Layer<S> for MountLayer {
+    type Service = Mount<S>;
+
+    fn layer(&self, inner: S) -> Mount<S> {
+        Mount {
+            api: self.api.clone(),
+            inner,
+        }
+    }
+}
+
+/// The service [`MountLayer`] builds: the API under its prefix, `S` everywhere else.
+///
+/// Readiness is the inner service's, as with any router in front of one service.
+#[derive(Debug, Clone)]
+pub struct Mount<S> {
+    api: BooksApi,
+    inner: S,
+}
+
+/// The response body of a [`Mount`]: the API's own, or the inner service's.
+pub type MountBody<B> = Either<Full<Bytes>, B>;
+
+type ApiAnswer<R, E> = fn(Result<Response<Full<Bytes>>, Infallible>) -> Result<Response<R>, E>;
+type InnerAnswer<B> = fn(Response<B>) -> Response<MountBody<B>>;
+
+impl<S, B, ResBody> Service<Request<B>> for Mount<S>
+where
+    S: Service<Request<B>, Response = Response<ResBody>>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<MountBody<ResBody>>;
+    type Error = S::Error;
+    type Future = future::Either<
+        future::Map<ApiFuture, ApiAnswer<MountBody<ResBody>, S::Error>>,
+        future::MapOk<S::Future, InnerAnswer<ResBody>>,
+    >;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if self.api.owns(request.uri().path()) {
+            let api_answer: ApiAnswer<MountBody<ResBody>, S::Error> = |answered| {
+                let Ok(response) = answered;
+                Ok(response.map(Either::Left))
+            };
+            future::Either::Left(answer(self.api.clone(), request).map(api_answer))
+        } else {
+            let inner_answer: InnerAnswer<ResBody> = |response| response.map(Either::Right);
+            future::Either::Right(self.inner.call(request).map_ok(inner_answer))
+        }
+    }
+}
