@@ -93,9 +93,7 @@ impl BooksApi {
         if let Routed::Options(allow) = routed {
             let mut response = Response::new(Bytes::new());
             *response.status_mut() = StatusCode::NO_CONTENT;
-            response
-                .headers_mut()
-                .insert(ALLOW, HeaderValue::from_static(allow));
+            response.headers_mut().insert(ALLOW, allow.header());
             return response;
         }
         let Some(format) = format else {

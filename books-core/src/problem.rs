@@ -6,6 +6,7 @@ use http::StatusCode;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
+use crate::route::Allow;
 use crate::store::StoreError;
 
 /// Messages per field or parameter, in the order they were found; one message each.
@@ -50,7 +51,7 @@ pub(crate) struct Problem {
     pub(crate) status: StatusCode,
     pub(crate) detail: Cow<'static, str>,
     pub(crate) errors: Option<FieldErrors>,
-    pub(crate) allow: Option<&'static str>,
+    pub(crate) allow: Option<Allow>,
 }
 
 impl Problem {
@@ -82,7 +83,7 @@ impl Problem {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error")
     }
 
-    pub(crate) fn method_not_allowed(allow: &'static str) -> Self {
+    pub(crate) fn method_not_allowed(allow: Allow) -> Self {
         Self {
             allow: Some(allow),
             ..Self::new(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed")

@@ -138,7 +138,7 @@ pub(crate) fn problem(problem: &Problem, format: Format) -> Response<Bytes> {
     let mut response = response(problem.status, content_type, bytes);
     let headers = response.headers_mut();
     if let Some(allow) = problem.allow {
-        headers.insert(http::header::ALLOW, HeaderValue::from_static(allow));
+        headers.insert(http::header::ALLOW, allow.header());
     }
     if problem.status == StatusCode::UNAUTHORIZED {
         headers.insert(

@@ -1,5 +1,7 @@
 //! Maps a path and method to an endpoint, in the configured route scheme(s).
 
+use std::fmt;
+
 use http::Method;
 
 use crate::config::RouteScheme;
@@ -24,8 +26,8 @@ pub(crate) enum Endpoint {
 pub(crate) enum Routed {
     Endpoint(Endpoint),
     /// `OPTIONS` on a known path: the methods it serves.
-    Options(&'static str),
-    MethodNotAllowed(&'static str),
+    Options(Allow),
+    MethodNotAllowed(Allow),
     NotFound,
 }
 
@@ -68,18 +70,6 @@ impl Resource {
         }
     }
 
-    fn allow(self, scheme: RouteScheme) -> &'static str {
-        match self {
-            Self::Ping | Self::ListAction => "GET, HEAD, OPTIONS",
-            Self::Books => "GET, HEAD, OPTIONS, POST",
-            Self::Book(_) if scheme.index() => "DELETE, GET, HEAD, OPTIONS, PUT",
-            Self::Book(_) => "GET, HEAD, OPTIONS",
-            Self::CreateAction => "OPTIONS, POST",
-            Self::UpdateAction(_) => "OPTIONS, PUT",
-            Self::DeleteAction(_) => "DELETE, OPTIONS",
-        }
-    }
-
     fn endpoint(self, method: &Method, scheme: RouteScheme) -> Option<Endpoint> {
         let read = method == Method::GET || method == Method::HEAD;
         Some(match self {
@@ -98,6 +88,59 @@ impl Resource {
     }
 }
 
+/// The methods a known path serves, for `Allow`: derived from [`Resource::endpoint`], the
+/// one table, so the two cannot disagree. `OPTIONS` is always served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Allow(u8);
+
+impl Allow {
+    /// In the order `Allow` lists them.
+    const METHODS: [Method; 6] = [
+        Method::DELETE,
+        Method::GET,
+        Method::HEAD,
+        Method::OPTIONS,
+        Method::POST,
+        Method::PUT,
+    ];
+
+    fn of(resource: Resource, scheme: RouteScheme) -> Self {
+        let served = |method: &Method| {
+            method == Method::OPTIONS || resource.endpoint(method, scheme).is_some()
+        };
+        Self(
+            Self::METHODS
+                .iter()
+                .enumerate()
+                .filter(|(_, method)| served(method))
+                .fold(0, |bits, (i, _)| bits | 1 << i),
+        )
+    }
+}
+
+impl Allow {
+    /// The `Allow` header value.
+    pub(crate) fn header(self) -> http::HeaderValue {
+        http::HeaderValue::try_from(self.to_string()).expect("method names are header-safe")
+    }
+}
+
+impl fmt::Display for Allow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let served = Self::METHODS
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.0 & 1 << i != 0);
+        for (n, (_, method)) in served.enumerate() {
+            if n > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(method.as_str())?;
+        }
+        Ok(())
+    }
+}
+
 /// A book id: decimal digits naming `1..=i64::MAX`; anything else names no book.
 fn parse_id(segment: &str) -> Option<i64> {
     if segment.is_empty() || !segment.bytes().all(|b| b.is_ascii_digit()) {
@@ -112,11 +155,11 @@ pub(crate) fn route(path: &str, method: &Method, scheme: RouteScheme) -> Routed 
         return Routed::NotFound;
     };
     if method == Method::OPTIONS {
-        return Routed::Options(resource.allow(scheme));
+        return Routed::Options(Allow::of(resource, scheme));
     }
     match resource.endpoint(method, scheme) {
         Some(endpoint) => Routed::Endpoint(endpoint),
-        None => Routed::MethodNotAllowed(resource.allow(scheme)),
+        None => Routed::MethodNotAllowed(Allow::of(resource, scheme)),
     }
 }
 
@@ -126,6 +169,14 @@ mod tests {
 
     fn get(path: &str, scheme: RouteScheme) -> Routed {
         route(path, &Method::GET, scheme)
+    }
+
+    /// The `Allow` list of a 405 or `OPTIONS` answer.
+    fn allow(routed: Routed) -> String {
+        match routed {
+            Routed::Options(allow) | Routed::MethodNotAllowed(allow) => allow.to_string(),
+            other => panic!("no Allow: {other:?}"),
+        }
     }
 
     #[test]
@@ -154,8 +205,8 @@ mod tests {
             Routed::Endpoint(Update(Some(3)))
         );
         assert_eq!(
-            route("/books/update/3", &Method::GET, both),
-            Routed::MethodNotAllowed("OPTIONS, PUT")
+            allow(route("/books/update/3", &Method::GET, both)),
+            "OPTIONS, PUT"
         );
         assert_eq!(
             get("/books/list", RouteScheme::Index),
@@ -163,17 +214,26 @@ mod tests {
         );
         assert_eq!(get("/books", RouteScheme::Action), Routed::NotFound);
         assert_eq!(
-            route("/books/3", &Method::PUT, RouteScheme::Action),
-            Routed::MethodNotAllowed("GET, HEAD, OPTIONS")
+            allow(route("/books/3", &Method::PUT, RouteScheme::Action)),
+            "GET, HEAD, OPTIONS"
         );
         assert_eq!(
             route("/books/delete/3", &Method::DELETE, RouteScheme::Index),
             Routed::NotFound
         );
         assert_eq!(
-            route("/books", &Method::OPTIONS, both),
-            Routed::Options("GET, HEAD, OPTIONS, POST")
+            allow(route("/books", &Method::OPTIONS, both)),
+            "GET, HEAD, OPTIONS, POST"
         );
+        for (path, methods) in [
+            ("/ping", "GET, HEAD, OPTIONS"),
+            ("/books/list", "GET, HEAD, OPTIONS"),
+            ("/books/7", "DELETE, GET, HEAD, OPTIONS, PUT"),
+            ("/books/create", "OPTIONS, POST"),
+            ("/books/delete/7", "DELETE, OPTIONS"),
+        ] {
+            assert_eq!(allow(route(path, &Method::PATCH, both)), methods, "{path}");
+        }
     }
 
     #[test]
