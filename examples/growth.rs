@@ -101,7 +101,7 @@ async fn postgres() {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let schema = format!("books_growth_{}", std::process::id());
     let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
         .execute(&mut admin)
         .await
         .unwrap();
@@ -133,7 +133,7 @@ async fn postgres() {
             measure(&api, target).await,
         );
     }
-    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
         .execute(&mut admin)
         .await
         .unwrap();

@@ -12,11 +12,31 @@ pub enum Error {
     /// Applying the embedded migrations failed.
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A PostgreSQL schema name this store does not accept.
+    #[error("invalid schema name {0:?}: use 1 to 63 of a-z, 0-9 and _, not starting with a digit")]
+    InvalidSchema(String),
 }
 
-/// Maps a driver error: connection trouble and timeouts are "unavailable" (503), a
-/// foreign-key violation on a write is the vanished author (422), the rest is a 500.
-pub(crate) fn store_error(error: sqlx::Error, author_id: Option<i64>) -> StoreError {
+/// Driver results mapped to the store contract's errors.
+pub(crate) trait OrStoreError<T> {
+    /// Connection trouble and timeouts are "unavailable" (503), the rest a 500.
+    fn or_store_error(self) -> Result<T, StoreError>;
+    /// As [`or_store_error`](Self::or_store_error), and a foreign-key violation is the
+    /// author of the write vanishing (422 on `author_id`).
+    fn or_write_error(self, author_id: i64) -> Result<T, StoreError>;
+}
+
+impl<T> OrStoreError<T> for Result<T, sqlx::Error> {
+    fn or_store_error(self) -> Result<T, StoreError> {
+        self.map_err(|e| store_error(e, None))
+    }
+
+    fn or_write_error(self, author_id: i64) -> Result<T, StoreError> {
+        self.map_err(|e| store_error(e, Some(author_id)))
+    }
+}
+
+fn store_error(error: sqlx::Error, author_id: Option<i64>) -> StoreError {
     use sqlx::Error as E;
     match &error {
         E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::WorkerCrashed => {

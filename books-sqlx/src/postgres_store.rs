@@ -1,15 +1,20 @@
-//! The PostgreSQL store: one pool, lazy connections, a statement timeout.
+//! The PostgreSQL store: one pool, lazy connections, a statement timeout, an optional
+//! schema of its own.
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use books_core::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError};
 use chrono::{DateTime, Utc};
+use sqlx::AssertSqlSafe;
+use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
-use crate::error::store_error;
-use crate::{ACQUIRE_TIMEOUT, BookRow, Error, PageRow, page, record, select_books};
+use crate::error::OrStoreError;
+use crate::rows::{BookRow, LIST_POSTGRES, PageRow, Statements, page};
+use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
 /// The longest a single statement may run before PostgreSQL cancels it (503).
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -17,10 +22,14 @@ pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// A PostgreSQL store. Cloning is cheap (the pool is shared).
 ///
 /// Connections are opened lazily: a store built while the server is down answers
-/// "unavailable" (503) and recovers by itself once the server is back.
+/// "unavailable" (503) and recovers by itself once the server is back. Its tables can
+/// live in a schema of their own ([`in_schema`](Self::in_schema)), so a host's own
+/// `books` or `authors` tables never collide with them.
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
+    schema: Option<Arc<str>>,
+    sql: Arc<Statements>,
 }
 
 impl PostgresStore {
@@ -32,53 +41,113 @@ impl PostgresStore {
             .options([("statement_timeout", timeout.as_str()), ("timezone", "UTC")]))
     }
 
+    /// Connects to `url` with [`options`](Self::options), failing if the server is down.
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        Self::connect_with(Self::options(url)?).await
+    }
+
+    /// Connects with explicit options, failing if the server is down.
+    pub async fn connect_with(options: PgConnectOptions) -> Result<Self, Error> {
+        Ok(Self::from_pool(pool_options().connect_with(options).await?))
+    }
+
     /// A store for `url` with [`options`](Self::options); connects on first use.
     pub fn connect_lazy(url: &str) -> Result<Self, Error> {
         Ok(Self::connect_lazy_with(Self::options(url)?))
     }
 
-    /// A store with explicit options (e.g. a `search_path`); connects on first use.
+    /// A store with explicit options; connects on first use.
     pub fn connect_lazy_with(options: PgConnectOptions) -> Self {
-        // No ping before each checkout (a round trip per request): a connection that died
-        // fails its query once (503) and is dropped; the next checkout opens a fresh one.
-        let pool = PgPoolOptions::new()
-            .max_connections(10)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .test_before_acquire(false)
-            .connect_lazy_with(options);
-        Self { pool }
+        Self::from_pool(pool_options().connect_lazy_with(options))
     }
 
-    /// Applies the embedded migrations (call once at start; safe to repeat and to run
-    /// from several processes at once: sqlx takes an advisory lock).
+    /// A store over a pool the host already has. Its connections keep the host's
+    /// settings (no statement timeout unless the host sets one).
+    pub fn from_pool(pool: PgPool) -> Self {
+        Self {
+            pool,
+            schema: None,
+            sql: Arc::new(Statements::new(LIST_POSTGRES, "")),
+        }
+    }
+
+    /// This store with its tables in `schema` (created by [`migrate`](Self::migrate)),
+    /// whatever the connections' `search_path`. Names are 1 to 63 of `a-z`, `0-9` and
+    /// `_`, not starting with a digit.
+    pub fn in_schema(self, schema: &str) -> Result<Self, Error> {
+        let valid = (1..=63).contains(&schema.len())
+            && !schema.starts_with(|c: char| c.is_ascii_digit())
+            && schema
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !valid {
+            return Err(Error::InvalidSchema(schema.to_owned()));
+        }
+        Ok(Self {
+            sql: Arc::new(Statements::new(LIST_POSTGRES, &format!("{schema}."))),
+            schema: Some(schema.into()),
+            pool: self.pool,
+        })
+    }
+
+    /// The schema of the store's tables, if one was named.
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
+    /// The embedded migrations, recording into [`MIGRATIONS_TABLE`](crate::MIGRATIONS_TABLE)
+    /// of the first schema on the `search_path`: run them with your own tooling (after
+    /// `SET search_path TO <schema>` for a schema of their own), or read each one's SQL.
+    pub fn migrator() -> Migrator {
+        migrate::ours(sqlx::migrate!("./migrations/postgres"))
+    }
+
+    /// Applies the embedded migrations (call once at start; safe to repeat, to run from
+    /// several processes at once, and beside a host's own sqlx migrations). They run on a
+    /// connection of their own, so a host's pool keeps its `search_path`.
     pub async fn migrate(&self) -> Result<(), Error> {
-        sqlx::migrate!("./migrations/postgres")
-            .run(&self.pool)
+        let mut options = (*self.pool.connect_options()).clone();
+        let mut migrator = Self::migrator();
+        if let Some(schema) = &self.schema {
+            migrator.create_schema(schema.to_string());
+            options = options.options([("search_path", &**schema)]);
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options)
             .await?;
+        let mut conn = pool.acquire().await?;
+        migrate::postgres::adopt_legacy(&mut conn, &migrator).await?;
+        drop(conn);
+        migrator.run(&pool).await?;
+        pool.close().await;
         Ok(())
     }
 
     /// Inserts an author with this id, or renames it if it exists; later
     /// [`add_author`](AuthorStore::add_author) ids continue after the largest id.
     pub async fn upsert_author(&self, id: i64, name: Option<&str>) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await.map_err(|e| store_error(e, None))?;
-        sqlx::query(
-            "INSERT INTO authors (id, name) VALUES ($1, $2) \
-             ON CONFLICT (id) DO UPDATE SET name = excluded.name",
-        )
-        .bind(id)
-        .bind(name)
+        let mut tx = self.pool.begin().await.or_store_error()?;
+        sqlx::query(self.sql.upsert_author.clone())
+            .bind(id)
+            .bind(name)
+            .execute(&mut *tx)
+            .await
+            .or_store_error()?;
+        // A checked identifier (`in_schema`), or none: nothing to inject.
+        let authors = match &self.schema {
+            Some(schema) => format!("{schema}.authors"),
+            None => "authors".to_owned(),
+        };
+        sqlx::query(AssertSqlSafe(format!(
+            "SELECT setval(pg_get_serial_sequence('{authors}', 'id'), \
+             GREATEST((SELECT MAX(id) FROM {authors}), 1))"
+        )))
         .execute(&mut *tx)
         .await
-        .map_err(|e| store_error(e, None))?;
-        sqlx::query(
-            "SELECT setval(pg_get_serial_sequence('authors', 'id'), \
-             GREATEST((SELECT MAX(id) FROM authors), 1))",
-        )
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| store_error(e, None))?;
-        tx.commit().await.map_err(|e| store_error(e, None))
+        .or_store_error()?;
+        tx.commit().await.or_store_error()
     }
 
     /// The pool, for embedders that keep their own tables beside ours.
@@ -87,57 +156,53 @@ impl PostgresStore {
     }
 }
 
+/// No ping before each checkout (a round trip per request): a connection that died fails
+/// its query once (503) and is dropped; the next checkout opens a fresh one.
+fn pool_options() -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(10)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .test_before_acquire(false)
+}
+
 #[async_trait]
 impl BookStore for PostgresStore {
     async fn list(&self, offset: u64, limit: u32) -> Result<BookPage, StoreError> {
-        // A deferred join: a deep OFFSET walks the primary-key index only, then the page's
-        // 20 ids are joined (page 40,000 of 1M books: 1.6 s before, ~0.1 s after). SQLite's
-        // table is already its id b-tree; there the rewrite gains nothing and defeats its
-        // LIMIT optimisation, so only PostgreSQL pages this way.
-        let rows: Vec<PageRow> = sqlx::query_as(select_books!(
-            ", (SELECT n FROM book_count) \
-             FROM (SELECT id FROM books ORDER BY id LIMIT $1 OFFSET $2) p \
-             JOIN books b ON b.id = p.id LEFT JOIN authors a ON a.id = b.author_id ORDER BY b.id"
-        ))
-        .bind(i64::from(limit))
-        .bind(i64::try_from(offset).unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| store_error(e, None))?;
+        let rows: Vec<PageRow> = sqlx::query_as(self.sql.list.clone())
+            .bind(i64::from(limit))
+            .bind(i64::try_from(offset).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await
+            .or_store_error()?;
         let (books, total) = page(rows);
         let total = match total {
             Some(total) => total,
-            None => sqlx::query_scalar::<_, i64>("SELECT n FROM book_count")
+            None => sqlx::query_scalar::<_, i64>(self.sql.total.clone())
                 .fetch_one(&self.pool)
                 .await
-                .map_err(|e| store_error(e, None))? as u64,
+                .or_store_error()? as u64,
         };
         Ok(BookPage { books, total })
     }
 
     async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
-        let row: Option<BookRow> = sqlx::query_as(select_books!(
-            " FROM books b LEFT JOIN authors a ON a.id = b.author_id WHERE b.id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(|e| store_error(e, None))?;
-        Ok(row.map(record))
+        let row: Option<BookRow> = sqlx::query_as(self.sql.get.clone())
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .or_store_error()?;
+        Ok(row.map(BookRecord::from))
     }
 
     async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<i64, StoreError> {
-        sqlx::query_scalar(
-            "INSERT INTO books (title, author_id, year, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $4) RETURNING id",
-        )
-        .bind(&book.title)
-        .bind(book.author_id)
-        .bind(book.year)
-        .bind(now)
-        .fetch_one(&self.pool)
-        .await
-        .map_err(|e| store_error(e, Some(book.author_id)))
+        sqlx::query_scalar(self.sql.create.clone())
+            .bind(&book.title)
+            .bind(book.author_id)
+            .bind(book.year)
+            .bind(now)
+            .fetch_one(&self.pool)
+            .await
+            .or_write_error(book.author_id)
     }
 
     async fn update(
@@ -146,54 +211,52 @@ impl BookStore for PostgresStore {
         book: &BookInput,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE books SET title = $1, author_id = $2, year = $3, updated_at = $4 WHERE id = $5",
-        )
-        .bind(&book.title)
-        .bind(book.author_id)
-        .bind(book.year)
-        .bind(now)
-        .bind(id)
-        .execute(&self.pool)
-        .await
-        .map_err(|e| store_error(e, Some(book.author_id)))?;
+        let done = sqlx::query(self.sql.update.clone())
+            .bind(&book.title)
+            .bind(book.author_id)
+            .bind(book.year)
+            .bind(now)
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .or_write_error(book.author_id)?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn delete(&self, id: i64) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM books WHERE id = $1")
+        let done = sqlx::query(self.sql.delete.clone())
             .bind(id)
             .execute(&self.pool)
             .await
-            .map_err(|e| store_error(e, None))?;
+            .or_store_error()?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM authors WHERE id = $1)")
+        sqlx::query_scalar(self.sql.author_exists.clone())
             .bind(id)
             .fetch_one(&self.pool)
             .await
-            .map_err(|e| store_error(e, None))
+            .or_store_error()
     }
 }
 
 #[async_trait]
 impl AuthorStore for PostgresStore {
     async fn add_author(&self, name: Option<&str>) -> Result<i64, StoreError> {
-        sqlx::query_scalar("INSERT INTO authors (name) VALUES ($1) RETURNING id")
+        sqlx::query_scalar(self.sql.add_author.clone())
             .bind(name)
             .fetch_one(&self.pool)
             .await
-            .map_err(|e| store_error(e, None))
+            .or_store_error()
     }
 
     async fn remove_author(&self, id: i64) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM authors WHERE id = $1")
+        let done = sqlx::query(self.sql.remove_author.clone())
             .bind(id)
             .execute(&self.pool)
             .await
-            .map_err(|e| store_error(e, None))?;
+            .or_store_error()?;
         Ok(done.rows_affected() == 1)
     }
 }

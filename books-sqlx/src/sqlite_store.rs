@@ -1,17 +1,20 @@
 //! The SQLite store: WAL, foreign keys on, one writer connection beside a reader pool.
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use books_core::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError};
 use chrono::{DateTime, Utc};
+use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use crate::error::store_error;
-use crate::{ACQUIRE_TIMEOUT, BookRow, Error, PageRow, page, record, select_books};
+use crate::error::OrStoreError;
+use crate::rows::{BookRow, LIST_SQLITE, PageRow, Statements, page};
+use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
 /// How long a connection waits on another process's write lock before giving up (503).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -28,6 +31,7 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct SqliteStore {
     readers: SqlitePool,
     writer: SqlitePool,
+    sql: Arc<Statements>,
 }
 
 impl SqliteStore {
@@ -67,35 +71,55 @@ impl SqliteStore {
                 .max_lifetime(None)
                 .connect_with(options)
                 .await?;
-            return Ok(Self {
-                readers: single.clone(),
-                writer: single,
-            });
+            return Ok(Self::from_pool(single));
         }
         let writer = pool(1).connect_with(options.clone()).await?;
         let readers = pool(4).connect_with(options).await?;
-        Ok(Self { readers, writer })
+        Ok(Self::from_pools(writer, readers))
     }
 
-    /// Applies the embedded migrations (call once at start; safe to repeat).
+    /// A store over a pool the host already has, for reads and writes alike. Its
+    /// connections need `foreign_keys=ON` (sqlx's default); WAL and a busy timeout are
+    /// advised (see [`options`](Self::options)).
+    pub fn from_pool(pool: SqlitePool) -> Self {
+        Self::from_pools(pool.clone(), pool)
+    }
+
+    /// A store over the host's pools: writes through `writer` (best with one connection,
+    /// so writers queue in process rather than on the file lock), reads through `readers`.
+    pub fn from_pools(writer: SqlitePool, readers: SqlitePool) -> Self {
+        Self {
+            readers,
+            writer,
+            sql: Arc::new(Statements::new(LIST_SQLITE, "")),
+        }
+    }
+
+    /// The embedded migrations, recording into [`MIGRATIONS_TABLE`](crate::MIGRATIONS_TABLE):
+    /// run them with your own tooling, or read each one's SQL.
+    pub fn migrator() -> Migrator {
+        migrate::ours(sqlx::migrate!("./migrations/sqlite"))
+    }
+
+    /// Applies the embedded migrations (call once at start; safe to repeat, and beside a
+    /// host's own sqlx migrations in the same file).
     pub async fn migrate(&self) -> Result<(), Error> {
-        sqlx::migrate!("./migrations/sqlite")
-            .run(&self.writer)
-            .await?;
+        let migrator = Self::migrator();
+        let mut conn = self.writer.acquire().await?;
+        migrate::sqlite::adopt_legacy(&mut conn, &migrator).await?;
+        drop(conn);
+        migrator.run(&self.writer).await?;
         Ok(())
     }
 
     /// Inserts an author with this id, or renames it if it exists.
     pub async fn upsert_author(&self, id: i64, name: Option<&str>) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO authors (id, name) VALUES (?, ?) \
-             ON CONFLICT (id) DO UPDATE SET name = excluded.name",
-        )
-        .bind(id)
-        .bind(name)
-        .execute(&self.writer)
-        .await
-        .map_err(|e| store_error(e, None))?;
+        sqlx::query(self.sql.upsert_author.clone())
+            .bind(id)
+            .bind(name)
+            .execute(&self.writer)
+            .await
+            .or_store_error()?;
         Ok(())
     }
 
@@ -109,51 +133,41 @@ impl SqliteStore {
 #[async_trait]
 impl BookStore for SqliteStore {
     async fn list(&self, offset: u64, limit: u32) -> Result<BookPage, StoreError> {
-        let rows: Vec<PageRow> = sqlx::query_as(select_books!(
-            ", (SELECT n FROM book_count) \
-             FROM books b LEFT JOIN authors a ON a.id = b.author_id \
-             ORDER BY b.id LIMIT ? OFFSET ?"
-        ))
-        .bind(i64::from(limit))
-        .bind(i64::try_from(offset).unwrap_or(i64::MAX))
-        .fetch_all(&self.readers)
-        .await
-        .map_err(|e| store_error(e, None))?;
+        let rows: Vec<PageRow> = sqlx::query_as(self.sql.list.clone())
+            .bind(i64::from(limit))
+            .bind(i64::try_from(offset).unwrap_or(i64::MAX))
+            .fetch_all(&self.readers)
+            .await
+            .or_store_error()?;
         let (books, total) = page(rows);
         let total = match total {
             Some(total) => total,
-            None => sqlx::query_scalar::<_, i64>("SELECT n FROM book_count")
+            None => sqlx::query_scalar::<_, i64>(self.sql.total.clone())
                 .fetch_one(&self.readers)
                 .await
-                .map_err(|e| store_error(e, None))? as u64,
+                .or_store_error()? as u64,
         };
         Ok(BookPage { books, total })
     }
 
     async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
-        let row: Option<BookRow> = sqlx::query_as(select_books!(
-            " FROM books b LEFT JOIN authors a ON a.id = b.author_id WHERE b.id = ?"
-        ))
-        .bind(id)
-        .fetch_optional(&self.readers)
-        .await
-        .map_err(|e| store_error(e, None))?;
-        Ok(row.map(record))
+        let row: Option<BookRow> = sqlx::query_as(self.sql.get.clone())
+            .bind(id)
+            .fetch_optional(&self.readers)
+            .await
+            .or_store_error()?;
+        Ok(row.map(BookRecord::from))
     }
 
     async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<i64, StoreError> {
-        sqlx::query_scalar(
-            "INSERT INTO books (title, author_id, year, created_at, updated_at) \
-             VALUES (?, ?, ?, ?, ?) RETURNING id",
-        )
-        .bind(&book.title)
-        .bind(book.author_id)
-        .bind(book.year)
-        .bind(now)
-        .bind(now)
-        .fetch_one(&self.writer)
-        .await
-        .map_err(|e| store_error(e, Some(book.author_id)))
+        sqlx::query_scalar(self.sql.create.clone())
+            .bind(&book.title)
+            .bind(book.author_id)
+            .bind(book.year)
+            .bind(now)
+            .fetch_one(&self.writer)
+            .await
+            .or_write_error(book.author_id)
     }
 
     async fn update(
@@ -162,54 +176,52 @@ impl BookStore for SqliteStore {
         book: &BookInput,
         now: DateTime<Utc>,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "UPDATE books SET title = ?, author_id = ?, year = ?, updated_at = ? WHERE id = ?",
-        )
-        .bind(&book.title)
-        .bind(book.author_id)
-        .bind(book.year)
-        .bind(now)
-        .bind(id)
-        .execute(&self.writer)
-        .await
-        .map_err(|e| store_error(e, Some(book.author_id)))?;
+        let done = sqlx::query(self.sql.update.clone())
+            .bind(&book.title)
+            .bind(book.author_id)
+            .bind(book.year)
+            .bind(now)
+            .bind(id)
+            .execute(&self.writer)
+            .await
+            .or_write_error(book.author_id)?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn delete(&self, id: i64) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM books WHERE id = ?")
+        let done = sqlx::query(self.sql.delete.clone())
             .bind(id)
             .execute(&self.writer)
             .await
-            .map_err(|e| store_error(e, None))?;
+            .or_store_error()?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM authors WHERE id = ?)")
+        sqlx::query_scalar(self.sql.author_exists.clone())
             .bind(id)
             .fetch_one(&self.readers)
             .await
-            .map_err(|e| store_error(e, None))
+            .or_store_error()
     }
 }
 
 #[async_trait]
 impl AuthorStore for SqliteStore {
     async fn add_author(&self, name: Option<&str>) -> Result<i64, StoreError> {
-        sqlx::query_scalar("INSERT INTO authors (name) VALUES (?) RETURNING id")
+        sqlx::query_scalar(self.sql.add_author.clone())
             .bind(name)
             .fetch_one(&self.writer)
             .await
-            .map_err(|e| store_error(e, None))
+            .or_store_error()
     }
 
     async fn remove_author(&self, id: i64) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM authors WHERE id = ?")
+        let done = sqlx::query(self.sql.remove_author.clone())
             .bind(id)
             .execute(&self.writer)
             .await
-            .map_err(|e| store_error(e, None))?;
+            .or_store_error()?;
         Ok(done.rows_affected() == 1)
     }
 }

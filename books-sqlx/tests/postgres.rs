@@ -4,14 +4,16 @@
 //! `postgres://postgres@127.0.0.1:5432/test`). Without it the tests skip with a message,
 //! except under `CI=true`, where a skip is a failure.
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use books_core::BookStore;
 use books_core::testing::InProcess;
 use books_core::{BooksApi, Config};
-use books_sqlx::PostgresStore;
-use books_sqlx::sqlx::postgres::PgConnectOptions;
-use books_sqlx::sqlx::{self, Connection, PgConnection};
+use books_sqlx::sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use books_sqlx::sqlx::{self, AssertSqlSafe, Connection, PgConnection};
+use books_sqlx::{MIGRATIONS_TABLE, PostgresStore};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::OnceCell;
 
@@ -33,7 +35,7 @@ async fn available() -> bool {
             };
             match PgConnection::connect(&url).await {
                 Ok(conn) => {
-                    drop_old_schemas(conn).await;
+                    claim_run(conn).await;
                     true
                 }
                 Err(error) => {
@@ -60,36 +62,90 @@ fn loud(why: &str) {
 
 const SCHEMA_PREFIX: &str = "books_test_";
 
-/// Removes the schemas earlier runs left behind.
-async fn drop_old_schemas(mut conn: PgConnection) {
-    let old: Vec<String> = sqlx::query_scalar(
-        "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'books\\_test\\_%'",
+/// This run's number: its schemas are `books_test_<run>_<n>`.
+fn run() -> u32 {
+    static RUN: OnceLock<u32> = OnceLock::new();
+    *RUN.get_or_init(|| {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos();
+        (std::process::id() ^ nanos.rotate_left(16)) & 0x7fff_ffff
+    })
+}
+
+/// Holds an advisory lock named by this run for as long as the process lives (the
+/// connection is kept, never closed), then drops the schemas of every run whose lock
+/// nobody holds: runs that ended. A run going on in parallel keeps its schemas.
+async fn claim_run(mut conn: PgConnection) {
+    sqlx::query("SELECT pg_advisory_lock($1, $2)")
+        .bind(LOCK_SPACE)
+        .bind(run() as i32)
+        .execute(&mut conn)
+        .await
+        .expect("lock this run");
+    let schemas: Vec<String> = sqlx::query_scalar(
+        "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'books\\_test\\_%'",
     )
     .fetch_all(&mut conn)
     .await
     .expect("list schemas");
-    for schema in old {
-        sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-            .execute(&mut conn)
+    let mut cleaner = PgConnection::connect(&url()).await.expect("connect");
+    for schema in schemas {
+        let Some(owner) = schema
+            .strip_prefix(SCHEMA_PREFIX)
+            .and_then(|rest| rest.split('_').next())
+            .and_then(|run| run.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let ended: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1, $2)")
+            .bind(LOCK_SPACE)
+            .bind(owner)
+            .fetch_one(&mut cleaner)
             .await
-            .expect("drop old schema");
+            .expect("probe a run's lock");
+        if ended {
+            sqlx::query(AssertSqlSafe(format!(
+                "DROP SCHEMA IF EXISTS {schema} CASCADE"
+            )))
+            .execute(&mut cleaner)
+            .await
+            .expect("drop an ended run's schema");
+            sqlx::query("SELECT pg_advisory_unlock($1, $2)")
+                .bind(LOCK_SPACE)
+                .bind(owner)
+                .execute(&mut cleaner)
+                .await
+                .expect("unlock");
+        }
     }
+    // Kept open to the end of the process: the lock says this run is alive.
+    std::mem::forget(conn);
 }
+
+/// The first key of this suite's advisory locks (the second is the run).
+const LOCK_SPACE: i32 = 0x626f6f6b; // "book"
 
 fn url() -> String {
     std::env::var(URL_VAR).expect("checked by available()")
 }
 
+/// A new schema name for one test of this run.
+fn fresh_schema() -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{SCHEMA_PREFIX}{}_{}",
+        run(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// Creates a new empty schema and returns options whose `search_path` is it.
 async fn fresh_options() -> PgConnectOptions {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let schema = format!(
-        "{SCHEMA_PREFIX}{}_{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    );
+    let schema = fresh_schema();
     let mut conn = PgConnection::connect(&url()).await.expect("connect");
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+    sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
         .execute(&mut conn)
         .await
         .expect("create schema");
@@ -98,11 +154,18 @@ async fn fresh_options() -> PgConnectOptions {
         .options([("search_path", schema.as_str())])
 }
 
+/// A migrated store with its tables in a schema of its own.
 async fn fresh() -> PostgresStore {
-    let store = PostgresStore::connect_lazy_with(fresh_options().await);
+    let store = PostgresStore::connect_lazy(&url())
+        .expect("options")
+        .in_schema(&fresh_schema())
+        .expect("schema name");
     store.migrate().await.expect("migrate");
     store
 }
+
+mod common;
+use common::{api_works, host_migrator};
 
 mod conformance {
     use super::*;
@@ -169,4 +232,112 @@ async fn unreachable_server_is_503_then_recovers() {
     assert_eq!(get(&api, "/api/books").await, 200);
     assert_eq!(get(&api, "/api/books/1").await, 404);
     proxy.abort();
+}
+
+/// The host's pool over "its database": a fresh schema first on its `search_path`.
+async fn host_pool() -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(fresh_options().await)
+        .await
+        .expect("host pool")
+}
+
+/// The versions recorded in a bookkeeping table of the host's schema.
+async fn versions(pool: &PgPool, table: &str) -> Vec<i64> {
+    sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT version FROM {table} ORDER BY version"
+    )))
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_migrations_and_ours_share_one_database_in_either_order() {
+    if !available().await {
+        return;
+    }
+    for ours_first in [true, false] {
+        let pool = host_pool().await;
+        let store = PostgresStore::from_pool(pool.clone());
+        if ours_first {
+            store.migrate().await.unwrap();
+            host_migrator().run(&pool).await.unwrap();
+        } else {
+            host_migrator().run(&pool).await.unwrap();
+            store.migrate().await.unwrap();
+        }
+        store.migrate().await.expect("our re-run is a no-op");
+        host_migrator()
+            .run(&pool)
+            .await
+            .expect("the host's re-run is a no-op");
+        assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
+        assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3]);
+        api_works(store).await;
+    }
+}
+
+/// Before 0.2 our versions went into sqlx's default table, where a host's migrator
+/// then failed with `VersionMissing`. The next `migrate` moves them into our own table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_recorded_in_sqlx_default_table_are_adopted() {
+    if !available().await {
+        return;
+    }
+    let pool = host_pool().await;
+    let mut old_layout = PostgresStore::migrator();
+    old_layout.dangerous_set_table_name("_sqlx_migrations");
+    old_layout.run(&pool).await.unwrap();
+    host_migrator()
+        .set_ignore_missing(true)
+        .run(&pool)
+        .await
+        .unwrap();
+
+    let store = PostgresStore::from_pool(pool.clone());
+    store.migrate().await.expect("adopts our versions");
+    store.migrate().await.expect("and re-runs as a no-op");
+    host_migrator()
+        .run(&pool)
+        .await
+        .expect("the host's migrator no longer finds our versions");
+    assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
+    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3]);
+    api_works(store).await;
+}
+
+/// A host with `books` and `authors` tables of its own puts ours in a schema it names;
+/// its pool's `search_path` is left alone, and the counter's triggers find their table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_tables_live_in_the_schema_the_host_names() {
+    if !available().await {
+        return;
+    }
+    let pool = host_pool().await;
+    sqlx::raw_sql(
+        "CREATE TABLE authors (login TEXT PRIMARY KEY); \
+         CREATE TABLE books (isbn TEXT PRIMARY KEY, shelf INTEGER); \
+         INSERT INTO books VALUES ('978-0', 3)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let store = PostgresStore::from_pool(pool.clone())
+        .in_schema(&fresh_schema())
+        .unwrap();
+    store.migrate().await.unwrap();
+    store.migrate().await.expect("re-run is a no-op");
+    api_works(store.clone()).await;
+    assert_eq!(store.list(0, 20).await.unwrap().total, 1);
+    let shelf: i32 = sqlx::query_scalar("SELECT shelf FROM books WHERE isbn = '978-0'")
+        .fetch_one(&pool)
+        .await
+        .expect("the host's own books table, untouched");
+    assert_eq!(shelf, 3);
+    assert!(matches!(
+        PostgresStore::from_pool(pool).in_schema("Bad-Name"),
+        Err(books_sqlx::Error::InvalidSchema(_))
+    ));
 }

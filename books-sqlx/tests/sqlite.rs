@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use books_core::testing::InProcess;
 use books_core::{AuthorStore, BookInput, BookStore, Config};
-use books_sqlx::SqliteStore;
-use books_sqlx::sqlx::{self, Connection};
+use books_sqlx::sqlx::sqlite::SqlitePool;
+use books_sqlx::sqlx::{self, AssertSqlSafe, Connection};
+use books_sqlx::{MIGRATIONS_TABLE, SqliteStore};
 use chrono::Utc;
 
 /// A new, empty database file under the target directory (cleared once per run).
@@ -34,6 +35,9 @@ async fn fresh() -> SqliteStore {
     store.migrate().await.expect("migrate");
     store
 }
+
+mod common;
+use common::{api_works, host_migrator};
 
 mod conformance {
     use super::*;
@@ -146,4 +150,70 @@ async fn migrations_are_idempotent_and_upsert_keeps_ids_moving() {
     let id = store.create(&book, Utc::now()).await.unwrap();
     let found = store.get(id).await.unwrap().unwrap();
     assert_eq!(found.author_name.as_deref(), Some("Renamed"));
+}
+
+/// The versions recorded in a bookkeeping table.
+async fn versions(pool: &SqlitePool, table: &str) -> Vec<i64> {
+    sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT version FROM {table} ORDER BY version"
+    )))
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn host_migrations_and_ours_share_one_file_in_either_order() {
+    for ours_first in [true, false] {
+        let pool = SqlitePool::connect_with(SqliteStore::options(&url(&fresh_path())).unwrap())
+            .await
+            .unwrap();
+        // The host's pool, split as the store prefers: one writer, the rest readers.
+        let store = SqliteStore::from_pools(pool.clone(), pool.clone());
+        if ours_first {
+            store.migrate().await.unwrap();
+            host_migrator().run(&pool).await.unwrap();
+        } else {
+            host_migrator().run(&pool).await.unwrap();
+            store.migrate().await.unwrap();
+        }
+        store.migrate().await.expect("our re-run is a no-op");
+        host_migrator()
+            .run(&pool)
+            .await
+            .expect("the host's re-run is a no-op");
+        assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
+        assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2]);
+        sqlx::query("INSERT INTO widgets (name) VALUES ('w')")
+            .execute(&pool)
+            .await
+            .unwrap();
+        api_works(store).await;
+    }
+}
+
+/// Before 0.2 our versions went into sqlx's default table, where a host's migrator
+/// then failed with `VersionMissing` (and ours on the host's). The next `migrate` moves
+/// them into our own table.
+#[tokio::test]
+async fn versions_recorded_in_sqlx_default_table_are_adopted() {
+    let pool = SqlitePool::connect_with(SqliteStore::options(&url(&fresh_path())).unwrap())
+        .await
+        .unwrap();
+    let mut old_layout = SqliteStore::migrator();
+    old_layout.dangerous_set_table_name("_sqlx_migrations");
+    old_layout.run(&pool).await.unwrap();
+    let mut host = host_migrator();
+    host.set_ignore_missing(true).run(&pool).await.unwrap();
+
+    let store = SqliteStore::from_pool(pool.clone());
+    store.migrate().await.expect("adopts our versions");
+    store.migrate().await.expect("and re-runs as a no-op");
+    host_migrator()
+        .run(&pool)
+        .await
+        .expect("the host's migrator no longer finds our versions");
+    assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
+    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2]);
+    api_works(store).await;
 }
