@@ -3,6 +3,7 @@
 that answer the same paths with the same bytes.
 
     python3 scripts/load.py [--rounds 3] [--seconds 5] [--stores memory,sqlite,postgres]
+    python3 scripts/load.py --bindings [--rounds 3] [--seconds 5]
 
 Builds the release binaries, installs wrk (apt) and oha (cargo) if missing, pins every
 server to core 0 with one runtime thread (TOKIO_WORKER_THREADS=1) and the load
@@ -11,6 +12,10 @@ report: requests/s, server CPU time per request (from /proc/PID/stat), latency, 
 median ratio to the baselines over the rounds; then p50/p99 at a fixed rate of 50% and
 80% of the measured peak (oha, latency-corrected), and RSS idle / after 64 and 1,000
 keep-alive connections. Everything stays on 127.0.0.1 and every run is bounded.
+
+`--bindings` instead compares the bindings (warp filter, tower Service, axum Router; the
+`bindings` example, one connection loop for all, memory store) with bare hyper serving
+the same bytes, side by side in each round.
 """
 
 import argparse
@@ -37,12 +42,13 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, **kw)
 
 
-def ensure_tools():
+def ensure_tools(fixed_rate=True):
     if not shutil.which("wrk"):
         run(["apt-get", "install", "-y", "-qq", "wrk"])
-    if not shutil.which("oha") and not os.path.exists(os.path.expanduser("~/.cargo/bin/oha")):
+    if fixed_rate and not shutil.which("oha") and not os.path.exists(os.path.expanduser("~/.cargo/bin/oha")):
         run(["cargo", "install", "oha", "--locked"])
-    run(["cargo", "build", "--release", "--example", "server", "--example", "baseline"], cwd=ROOT)
+    run(["cargo", "build", "--release", "--example", "server", "--example", "baseline",
+         "--example", "bindings"], cwd=ROOT)
 
 
 def oha():
@@ -155,13 +161,52 @@ wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
 """
 
 
+BINDINGS = {"warp": 18083, "tower": 18084, "axum": 18085}
+
+
+def bindings(args):
+    """CPU per request of each binding beside bare hyper, interleaved in every round."""
+    tmp = tempfile.mkdtemp(prefix="books-bindings-")
+    procs = {}
+    try:
+        for kind, port in BINDINGS.items():
+            procs[kind] = start([f"{RELEASE}/bindings", kind, f"127.0.0.1:{port}"], port)
+        specs = save_bodies(BINDINGS["tower"], tmp)
+        procs["hyper"] = start([f"{RELEASE}/baseline", "hyper", f"127.0.0.1:{PORTS['hyper']}", *specs],
+                               PORTS["hyper"])
+        ports = dict(BINDINGS, hyper=PORTS["hyper"])
+        results = {}
+        for _ in range(args.rounds):
+            for name, path in PATHS.items():
+                for target in ports:
+                    results.setdefault((name, target), []).append(
+                        measure(procs[target], ports[target], path, args.seconds))
+        report = [f"Machine: {os.cpu_count()} cores; {args.rounds} rounds x {args.seconds}s, "
+                  "wrk -t1 -c32, servers on core 0 (one runtime thread), load on core 1.", "",
+                  "| path | binding | req/s (median) | CPU µs/req (median) | CPU ratio to hyper |",
+                  "|---|---|---|---|---|"]
+        for (name, target), rs in results.items():
+            cpu = statistics.median(r["cpu_us"] for r in rs)
+            ratio = statistics.median(a["cpu_us"] / b["cpu_us"] for a, b in zip(rs, results[(name, "hyper")]))
+            rps = statistics.median(r["rps"] for r in rs)
+            report.append(f"| {name} | {target} | {rps:,.0f} | {cpu:.1f} | {ratio:.2f}x |")
+        print("\n".join(report))
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+            proc.wait()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--stores", default="memory,sqlite,postgres")
+    parser.add_argument("--bindings", action="store_true")
     args = parser.parse_args()
-    ensure_tools()
+    ensure_tools(fixed_rate=not args.bindings)
+    if args.bindings:
+        return bindings(args)
     tmp = tempfile.mkdtemp(prefix="books-load-")
     lua = os.path.join(tmp, "post.lua")
     with open(lua, "w") as f:
