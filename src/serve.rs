@@ -13,6 +13,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tower_service::Service;
+use warp::http::header::{CONNECTION, CONTENT_TYPE, HOST, HeaderValue, TRANSFER_ENCODING};
+use warp::http::{StatusCode, Version};
 
 /// Largest per-connection read buffer: caps memory per connection whatever a client sends.
 const MAX_BUF_SIZE: usize = 16 * 1024;
@@ -75,6 +77,10 @@ pub async fn serve(
                 let started = Instant::now();
                 let method = request.method().clone();
                 let path = request.uri().path().to_owned();
+                if let Some(refused) = refuse(&request) {
+                    tracing::info!(%method, %path, status = 400, detail = refused, "refused");
+                    return Ok(bad_request(refused));
+                }
                 let answered = tokio::time::timeout(limits.request_timeout, service.call(request));
                 let Ok(Ok(response)) = answered.await else {
                     tracing::warn!(%method, %path, %peer, "request timed out; dropping the connection");
@@ -107,4 +113,41 @@ pub async fn serve(
         tracing::warn!("shutdown grace period over; closing the remaining connections");
     }
     Ok(())
+}
+
+/// What hyper accepts but RFC 9112 does not: an HTTP/1.1 request without `Host` (§3.2),
+/// and `chunked` applied more than once (§6.1). A `chunked` that is not last, hyper
+/// refuses itself; bare-LF line ends it accepts, as §2.2 allows.
+fn refuse<B>(request: &hyper::Request<B>) -> Option<&'static str> {
+    if request.version() == Version::HTTP_11 && !request.headers().contains_key(HOST) {
+        return Some("A Host header is required.");
+    }
+    let chunked = request
+        .headers()
+        .get_all(TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|value| value.as_bytes().split(|&b| b == b','))
+        .filter(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+        .count();
+    (chunked > 1).then_some("Transfer-Encoding applies chunked more than once.")
+}
+
+/// A 400 the connection loop gives before any routing (a problem body in JSON), closing
+/// the connection: the request's framing is not to be trusted.
+fn bad_request(detail: &'static str) -> warp::reply::Response {
+    let body = serde_json::json!({
+        "type": "about:blank",
+        "title": "Bad Request",
+        "status": 400,
+        "detail": detail,
+    });
+    let mut response = warp::reply::Response::new(body.to_string().into());
+    *response.status_mut() = StatusCode::BAD_REQUEST;
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    response
 }

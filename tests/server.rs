@@ -322,3 +322,60 @@ async fn unknown_database_url_is_refused() {
         Err(books_api::Error::UnknownDatabase(_))
     ));
 }
+
+/// Sends raw bytes on a new connection, closes the sending side and returns all the
+/// server wrote back before closing.
+async fn raw(addr: SocketAddr, bytes: &[u8]) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(bytes).await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+        .await
+        .expect("the server closes")
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// What hyper lets through but HTTP/1.1 forbids is refused.
+#[tokio::test]
+async fn malformed_http_is_refused() {
+    let server = Running::start("memory", Config::default(), Limits::default()).await;
+    let no_host = raw(server.addr, b"GET /api/ping HTTP/1.1\r\n\r\n").await;
+    assert!(no_host.starts_with("HTTP/1.1 400"), "{no_host}");
+    assert!(no_host.contains("A Host header is required."), "{no_host}");
+    let old = raw(server.addr, b"GET /api/ping HTTP/1.0\r\n\r\n").await;
+    assert!(
+        old.starts_with("HTTP/1.0 200"),
+        "HTTP/1.0 needs no Host: {old}"
+    );
+    let twice = raw(
+        server.addr,
+        b"POST /api/books HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\
+          Transfer-Encoding: chunked\r\n\r\n5\r\ntitle\r\n0\r\n\r\n",
+    )
+    .await;
+    assert!(twice.starts_with("HTTP/1.1 400"), "{twice}");
+    assert!(twice.contains("chunked more than once"), "{twice}");
+    // In one field hyper refuses it itself, closing without an answer.
+    let in_one_field = raw(
+        server.addr,
+        b"POST /api/books HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, chunked\r\n\r\n\
+          5\r\ntitle\r\n0\r\n\r\n",
+    )
+    .await;
+    assert!(
+        in_one_field.is_empty() || in_one_field.starts_with("HTTP/1.1 400"),
+        "{in_one_field}"
+    );
+    // RFC 9112 §2.2: a recipient MAY take a bare LF as a line end; hyper does, whole.
+    let bare_lf = raw(server.addr, b"GET /api/ping HTTP/1.1\nHost: x\n\n").await;
+    assert!(bare_lf.starts_with("HTTP/1.1 200"), "bare LF: {bare_lf}");
+    let ping = raw(
+        server.addr,
+        b"GET /api/ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(ping.starts_with("HTTP/1.1 200"), "{ping}");
+    server.shutdown().await;
+}
