@@ -33,6 +33,10 @@ pub struct Options {
     #[arg(long, env = "BOOKS_EXTENDED_PING", default_value_t = true, action = clap::ArgAction::Set)]
     pub extended_ping: bool,
 
+    /// Whether `{prefix}/openapi.json` serves the API's OpenAPI 3.1 document.
+    #[arg(long, env = "BOOKS_OPENAPI", default_value_t = true, action = clap::ArgAction::Set)]
+    pub openapi: bool,
+
     /// Books per page.
     #[arg(long, env = "BOOKS_PAGE_SIZE", default_value = "20")]
     pub page_size: NonZeroU32,
@@ -89,6 +93,7 @@ impl Options {
             .with_page_size(self.page_size)
             .with_body_limit(self.body_limit)
             .with_write_token(self.write_token.as_deref())
+            .with_openapi(self.openapi)
     }
 
     /// The server's timeouts.

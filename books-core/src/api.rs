@@ -30,6 +30,8 @@ pub struct BooksApi {
 struct Inner {
     store: Arc<dyn BookStore>,
     config: Config,
+    /// The OpenAPI document as served, when the configuration serves it.
+    openapi: Option<Bytes>,
 }
 
 type Handled = Result<Response<Bytes>, Problem>;
@@ -42,8 +44,13 @@ impl BooksApi {
 
     /// An API over a store that is already shared.
     pub fn from_arc(store: Arc<dyn BookStore>, config: Config) -> Self {
+        let openapi = config.openapi().then(|| crate::openapi::served(&config));
         Self {
-            inner: Arc::new(Inner { store, config }),
+            inner: Arc::new(Inner {
+                store,
+                config,
+                openapi,
+            }),
         }
     }
 
@@ -87,7 +94,12 @@ impl BooksApi {
     {
         let format = negotiate(&parts.headers);
         let routed = match self.relative(parts.uri.path()) {
-            Some(path) => route(path, &parts.method, self.inner.config.route_scheme()),
+            Some(path) => route(
+                path,
+                &parts.method,
+                self.inner.config.route_scheme(),
+                self.inner.openapi.is_some(),
+            ),
             None => Routed::NotFound,
         };
         if let Routed::Options(allow) = routed {
@@ -127,6 +139,9 @@ impl BooksApi {
         }
         match endpoint {
             Endpoint::Ping => Ok(self.ping(format)),
+            Endpoint::OpenApi => Ok(render::document(
+                self.inner.openapi.clone().unwrap_or_default(),
+            )),
             Endpoint::List { action } => self.list(query, action, format).await,
             Endpoint::Get(id) => self.get(id, query::includes(query)?, format).await,
             // Boxed: the write path's state (body, multipart, validation) would otherwise

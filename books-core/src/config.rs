@@ -105,12 +105,14 @@ pub struct Config {
     extended_ping: bool,
     body_limit: usize,
     write_token: Option<Arc<str>>,
+    openapi: bool,
     clock: Arc<dyn Clock>,
 }
 
 impl Default for Config {
     /// Prefix `/api`, base URL `http://localhost:8080`, 20 books a page, both route
-    /// schemes, basic ping, a 64 KiB body limit and the system clock.
+    /// schemes, basic ping, a 64 KiB body limit, the OpenAPI document served and the
+    /// system clock.
     fn default() -> Self {
         Self {
             prefix: "/api".into(),
@@ -120,6 +122,7 @@ impl Default for Config {
             extended_ping: false,
             body_limit: 64 * 1024,
             write_token: None,
+            openapi: true,
             clock: Arc::new(SystemClock),
         }
     }
@@ -175,6 +178,13 @@ impl Config {
         self
     }
 
+    /// Whether `GET {prefix}/openapi.json` serves the API's OpenAPI 3.1 document (its
+    /// server URL set to the base URL and prefix). On by default.
+    pub fn with_openapi(mut self, served: bool) -> Self {
+        self.openapi = served;
+        self
+    }
+
     /// Replaces the clock (tests pin the date with [`ManualClock`]).
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
@@ -214,6 +224,11 @@ impl Config {
     /// The token writes need, if any.
     pub fn write_token(&self) -> Option<&str> {
         self.write_token.as_deref()
+    }
+
+    /// Whether the OpenAPI document is served.
+    pub fn openapi(&self) -> bool {
+        self.openapi
     }
 
     /// The current time from the configured clock, to whole seconds.

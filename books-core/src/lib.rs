@@ -33,7 +33,11 @@ mod body;
 mod config;
 pub mod demo;
 mod form;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod negotiate;
+mod openapi;
 mod pagination;
 mod problem;
 mod query;

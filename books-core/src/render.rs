@@ -152,9 +152,19 @@ pub(crate) fn problem(problem: &Problem, format: Format) -> Response<Bytes> {
     response
 }
 
-fn response(status: StatusCode, content_type: HeaderValue, body: Vec<u8>) -> Response<Bytes> {
+/// The OpenAPI document: JSON whatever the `Accept` (there is no other form of it).
+pub(crate) fn document(body: Bytes) -> Response<Bytes> {
+    response(StatusCode::OK, JSON, body)
+}
+
+fn response(
+    status: StatusCode,
+    content_type: HeaderValue,
+    body: impl Into<Bytes>,
+) -> Response<Bytes> {
+    let body = body.into();
     let length = HeaderValue::from(body.len());
-    let mut response = Response::new(Bytes::from(body));
+    let mut response = Response::new(body);
     *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, content_type);

@@ -10,6 +10,8 @@ use crate::config::RouteScheme;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Endpoint {
     Ping,
+    /// The OpenAPI document.
+    OpenApi,
     /// The list; `action` says it was reached as `/books/list` (links follow the same path).
     List {
         action: bool,
@@ -35,6 +37,7 @@ pub(crate) enum Routed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resource {
     Ping,
+    OpenApi,
     Books,
     Book(Option<i64>),
     ListAction,
@@ -44,7 +47,7 @@ enum Resource {
 }
 
 impl Resource {
-    fn parse(path: &str, scheme: RouteScheme) -> Option<Self> {
+    fn parse(path: &str, scheme: RouteScheme, openapi: bool) -> Option<Self> {
         let path = path
             .strip_suffix('/')
             .filter(|p| !p.is_empty())
@@ -52,6 +55,7 @@ impl Resource {
         let mut segments = path.strip_prefix('/')?.split('/');
         let resource = match (segments.next(), segments.next(), segments.next()) {
             (Some("ping"), None, _) => Self::Ping,
+            (Some("openapi.json"), None, _) if openapi => Self::OpenApi,
             (Some("books"), None, _) if scheme.index() => Self::Books,
             (Some("books"), Some("list"), None) if scheme.action() => Self::ListAction,
             (Some("books"), Some("create"), None) if scheme.action() => Self::CreateAction,
@@ -74,6 +78,7 @@ impl Resource {
         let read = method == Method::GET || method == Method::HEAD;
         Some(match self {
             Self::Ping if read => Endpoint::Ping,
+            Self::OpenApi if read => Endpoint::OpenApi,
             Self::Books if read => Endpoint::List { action: false },
             Self::Books if method == Method::POST => Endpoint::Create,
             Self::ListAction if read => Endpoint::List { action: true },
@@ -149,9 +154,10 @@ fn parse_id(segment: &str) -> Option<i64> {
     segment.parse::<i64>().ok().filter(|&id| id >= 1)
 }
 
-/// Routes `path` (already relative to the mount prefix, `""` for the prefix itself).
-pub(crate) fn route(path: &str, method: &Method, scheme: RouteScheme) -> Routed {
-    let Some(resource) = Resource::parse(path, scheme) else {
+/// Routes `path` (already relative to the mount prefix, `""` for the prefix itself);
+/// `openapi` says whether the document is served.
+pub(crate) fn route(path: &str, method: &Method, scheme: RouteScheme, openapi: bool) -> Routed {
+    let Some(resource) = Resource::parse(path, scheme, openapi) else {
         return Routed::NotFound;
     };
     if method == Method::OPTIONS {
@@ -168,7 +174,7 @@ mod tests {
     use super::*;
 
     fn get(path: &str, scheme: RouteScheme) -> Routed {
-        route(path, &Method::GET, scheme)
+        route(path, &Method::GET, scheme, true)
     }
 
     /// The `Allow` list of a 405 or `OPTIONS` answer.
@@ -201,11 +207,11 @@ mod tests {
         assert_eq!(get("/books/7/x", both), Routed::NotFound);
         assert_eq!(get("/books//", both), Routed::NotFound);
         assert_eq!(
-            route("/books/update/3", &Method::PUT, both),
+            route("/books/update/3", &Method::PUT, both, true),
             Routed::Endpoint(Update(Some(3)))
         );
         assert_eq!(
-            allow(route("/books/update/3", &Method::GET, both)),
+            allow(route("/books/update/3", &Method::GET, both, true)),
             "OPTIONS, PUT"
         );
         assert_eq!(
@@ -214,15 +220,15 @@ mod tests {
         );
         assert_eq!(get("/books", RouteScheme::Action), Routed::NotFound);
         assert_eq!(
-            allow(route("/books/3", &Method::PUT, RouteScheme::Action)),
+            allow(route("/books/3", &Method::PUT, RouteScheme::Action, true)),
             "GET, HEAD, OPTIONS"
         );
         assert_eq!(
-            route("/books/delete/3", &Method::DELETE, RouteScheme::Index),
+            route("/books/delete/3", &Method::DELETE, RouteScheme::Index, true),
             Routed::NotFound
         );
         assert_eq!(
-            allow(route("/books", &Method::OPTIONS, both)),
+            allow(route("/books", &Method::OPTIONS, both, true)),
             "GET, HEAD, OPTIONS, POST"
         );
         for (path, methods) in [
@@ -232,7 +238,11 @@ mod tests {
             ("/books/create", "OPTIONS, POST"),
             ("/books/delete/7", "DELETE, OPTIONS"),
         ] {
-            assert_eq!(allow(route(path, &Method::PATCH, both)), methods, "{path}");
+            assert_eq!(
+                allow(route(path, &Method::PATCH, both, true)),
+                methods,
+                "{path}"
+            );
         }
     }
 
