@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
 use libfuzzer_sys::fuzz_target;
 
-/// First line: the `Content-Type` (empty: none); the rest: the body.
+// First line: the `Content-Type` (empty: none); the rest: the body.
 fuzz_target!(|data: &[u8]| {
     let (content_type, body) = match data.iter().position(|&b| b == b'\n') {
         Some(at) => (&data[..at], &data[at + 1..]),
