@@ -6,6 +6,10 @@
 //! validation, pagination and RFC 9457 problem details. Storage sits behind the
 //! object-safe [`BookStore`] trait; bindings (warp, …) only convert types.
 //!
+//! [`BooksApi`] is also a tower `Service` (for hyper, axum, tonic …), and
+//! [`BooksApi::layer`] a tower `Layer` ([`MountLayer`]) that mounts it in front of a
+//! host's own service.
+//!
 //! ```
 //! use books_core::{BooksApi, Config};
 //! # #[derive(Debug)] struct NoStore;

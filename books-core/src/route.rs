@@ -121,9 +121,7 @@ impl Allow {
                 .fold(0, |bits, (i, _)| bits | 1 << i),
         )
     }
-}
 
-impl Allow {
     /// The `Allow` header value.
     pub(crate) fn header(self) -> http::HeaderValue {
         http::HeaderValue::try_from(self.to_string()).expect("method names are header-safe")
