@@ -25,8 +25,8 @@ pub(crate) fn ours(mut migrator: Migrator) -> Migrator {
 /// One function per connection type: sqlx's executor traits, taken generically, make the
 /// future fail to be `Send` ("implementation of `Executor` is not general enough").
 macro_rules! adopt_legacy {
-    ($name:ident, $connection:ty, $legacy_exists:literal) => {
-        pub(crate) async fn $name(
+    ($connection:ty, $legacy_exists:literal) => {
+        pub(crate) async fn adopt_legacy(
             conn: &mut $connection,
             migrator: &sqlx::migrate::Migrator,
         ) -> Result<(), $crate::Error> {
@@ -56,12 +56,8 @@ macro_rules! adopt_legacy {
             conn.unlock().await?;
             adopted
         }
-    };
-}
 
-/// `versions` are integers of ours: nothing to inject.
-macro_rules! adopt_versions {
-    ($connection:ty) => {
+        /// `versions` are integers of ours: nothing to inject.
         async fn adopt(conn: &mut $connection, versions: &str) -> Result<(), $crate::Error> {
             use sqlx::migrate::Migrate;
             conn.ensure_migrations_table(MIGRATIONS_TABLE).await?;
@@ -88,21 +84,17 @@ macro_rules! adopt_versions {
 pub(crate) mod sqlite {
     use super::*;
     adopt_legacy!(
-        adopt_legacy,
         sqlx::SqliteConnection,
         "SELECT EXISTS (SELECT 1 FROM sqlite_master \
          WHERE type = 'table' AND name = '_sqlx_migrations')"
     );
-    adopt_versions!(sqlx::SqliteConnection);
 }
 
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres {
     use super::*;
     adopt_legacy!(
-        adopt_legacy,
         sqlx::PgConnection,
         "SELECT to_regclass('_sqlx_migrations') IS NOT NULL"
     );
-    adopt_versions!(sqlx::PgConnection);
 }
