@@ -32,6 +32,7 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RELEASE = os.path.join(ROOT, "target", "release", "examples")
+SERVER = os.path.join(ROOT, "target", "release", "books-api")
 TICK = os.sysconf("SC_CLK_TCK")
 PG_URL = os.environ.get("BOOKS_LOAD_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/books_load")
 PORTS = {"ours": 18080, "hyper": 18081, "warp": 18082}
@@ -47,7 +48,7 @@ def ensure_tools(fixed_rate=True):
         run(["apt-get", "install", "-y", "-qq", "wrk"])
     if fixed_rate and not shutil.which("oha") and not os.path.exists(os.path.expanduser("~/.cargo/bin/oha")):
         run(["cargo", "install", "oha", "--locked"])
-    run(["cargo", "build", "--release", "--example", "server", "--example", "baseline",
+    run(["cargo", "build", "--release", "--bin", "books-api", "--example", "baseline",
          "--example", "bindings"], cwd=ROOT)
 
 
@@ -218,7 +219,7 @@ def main():
         url = prepare_store(store, tmp)
         procs = {}
         try:
-            ours = procs["ours"] = start([f"{RELEASE}/server", "--listen", f"127.0.0.1:{PORTS['ours']}",
+            ours = procs["ours"] = start([SERVER, "--listen", f"127.0.0.1:{PORTS['ours']}",
                                           "--database-url", url], PORTS["ours"])
             specs = save_bodies(PORTS["ours"], tmp)
             for kind in ("hyper", "warp"):
@@ -262,7 +263,7 @@ def main():
                 report.append("| target | RSS idle KiB | after 64 conns | after 1,000 conns |")
                 report.append("|---|---|---|---|")
                 for target in ("ours", "hyper", "warp"):
-                    fresh = start([f"{RELEASE}/server", "--listen", "127.0.0.1:18090", "--database-url", "memory"], 18090) \
+                    fresh = start([SERVER, "--listen", "127.0.0.1:18090", "--database-url", "memory"], 18090) \
                         if target == "ours" else \
                         start([f"{RELEASE}/baseline", target, "127.0.0.1:18090", *specs], 18090)
                     idle = rss_kib(fresh.pid)

@@ -1,18 +1,21 @@
 #![doc = include_str!("../README.md")]
 
+mod ops;
 mod options;
 mod serve;
 mod store;
 
+pub use ops::{LIVEZ, METRICS, Operations, READYZ, install_metrics};
 pub use options::{LogFormat, Options};
-pub use serve::{Limits, serve};
+pub use serve::{Limits, serve, serve_with};
 pub use store::{DemoStore, open_store};
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use books_core::BooksApi;
 
-/// Why the example server could not start.
+/// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -23,20 +26,37 @@ pub enum Error {
     #[error(transparent)]
     Database(#[from] books_sqlx::Error),
     /// Loading the demo data failed.
-    #[error("loading demo data failed: {0}")]
+    #[error("loading demo data failed")]
     Demo(#[from] books_core::StoreError),
+    /// Setting up the Prometheus exporter failed.
+    #[error("setting up metrics failed")]
+    Metrics(#[from] metrics_exporter_prometheus::BuildError),
+    /// A metrics recorder was installed in this process already.
+    #[error("a metrics recorder is installed already")]
+    MetricsInstalled,
     /// Binding the listen address or serving failed.
-    #[error("network error: {0}")]
+    #[error("listening failed")]
     Io(#[from] std::io::Error),
 }
 
+/// `error` and then each of its sources, outermost first.
+pub fn causes<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |error| error.source())
+}
+
 /// Opens the store `options` name, migrates it, loads the demo data into an empty one,
-/// and builds the API for a server listening on `local`.
-pub async fn build_api(options: &Options, local: SocketAddr) -> Result<BooksApi, Error> {
+/// and builds the API for a server listening on `local`; the store comes back too (for
+/// its pool metrics).
+pub async fn build_api(
+    options: &Options,
+    local: SocketAddr,
+) -> Result<(BooksApi, Arc<dyn DemoStore>), Error> {
     let store = open_store(&options.database_url).await?;
     let config = options.config(local);
     if books_core::demo::load_if_empty(&*store, config.now()).await? {
         tracing::info!("loaded demo data into the empty database");
     }
-    Ok(BooksApi::from_arc(store, config))
+    Ok((BooksApi::from_arc(store.clone(), config), store))
 }

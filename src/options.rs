@@ -1,7 +1,8 @@
-//! Command-line flags, each with an environment-variable fallback.
+//! Command-line flags, each with an environment-variable fallback (and, for the listen
+//! address and the database, the conventional `PORT` and `DATABASE_URL` after that).
 
 use std::net::SocketAddr;
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::time::Duration;
 
 use books_core::{Config, RouteScheme};
@@ -9,10 +10,17 @@ use clap::{Parser, ValueEnum};
 
 /// The example server's configuration.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "server", version, about = "Runs the books API on warp.")]
+#[command(
+    name = "books-api",
+    version,
+    about = "Runs the books API on warp.",
+    after_help = "Flags win over environment variables. Without --listen or BOOKS_LISTEN, \
+                  PORT (as platforms set it) means 0.0.0.0:$PORT; without --database-url or \
+                  BOOKS_DATABASE_URL, DATABASE_URL is used."
+)]
 pub struct Options {
-    /// Address and port to listen on.
-    #[arg(long, env = "BOOKS_LISTEN", default_value = "127.0.0.1:8080")]
+    /// Address and port to listen on [default: 0.0.0.0:$PORT if PORT is set, else 127.0.0.1:8080].
+    #[arg(long, env = "BOOKS_LISTEN", default_value_t = default_listen(), hide_default_value = true)]
     pub listen: SocketAddr,
 
     /// Absolute URL that links and `Location` headers start with
@@ -21,8 +29,15 @@ pub struct Options {
     pub base_url: Option<String>,
 
     /// Where books live: `sqlite://FILE`, `sqlite::memory:`, `postgres://…`, or `memory`
-    /// (in-memory store). Migrations run at start; an empty database gets demo data.
-    #[arg(long, env = "BOOKS_DATABASE_URL", default_value = "sqlite://books.db")]
+    /// (in-memory store). Migrations run at start; an empty database gets demo data
+    /// [default: $DATABASE_URL if set, else sqlite://books.db].
+    #[arg(
+        long,
+        env = "BOOKS_DATABASE_URL",
+        default_value_t = default_database_url(),
+        hide_default_value = true,
+        hide_env_values = true
+    )]
     pub database_url: String,
 
     /// Route names to serve: `index` (/books/{id}), `action` (/books/update/{id}) or `both`.
@@ -64,6 +79,36 @@ pub struct Options {
     /// Seconds in-flight requests get to finish after SIGINT or SIGTERM.
     #[arg(long, env = "BOOKS_SHUTDOWN_GRACE", default_value = "30")]
     pub shutdown_grace: u64,
+
+    /// API requests answered at once; beyond it, 503 with Retry-After at once (shed, not queued).
+    #[arg(long, env = "BOOKS_MAX_IN_FLIGHT", default_value = "256")]
+    pub max_in_flight: NonZeroUsize,
+
+    /// Milliseconds `/readyz` waits for the database before answering 503.
+    #[arg(long, env = "BOOKS_READY_TIMEOUT_MS", default_value = "2000")]
+    pub ready_timeout_ms: u64,
+
+    /// Whether Prometheus metrics are recorded and served (`/metrics`).
+    #[arg(long, env = "BOOKS_METRICS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub metrics: bool,
+
+    /// Serve `/metrics` on this address instead of the API's (any path answers there).
+    #[arg(long, env = "BOOKS_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+fn default_listen() -> SocketAddr {
+    match std::env::var("PORT")
+        .ok()
+        .and_then(|port| port.parse::<u16>().ok())
+    {
+        Some(port) => SocketAddr::from(([0, 0, 0, 0], port)),
+        None => SocketAddr::from(([127, 0, 0, 1], 8080)),
+    }
+}
+
+fn default_database_url() -> String {
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| "sqlite://books.db".to_owned())
 }
 
 /// How log lines are written.
@@ -102,6 +147,7 @@ impl Options {
             header_timeout: Duration::from_secs(self.header_timeout),
             request_timeout: Duration::from_secs(self.request_timeout),
             shutdown_grace: Duration::from_secs(self.shutdown_grace),
+            max_in_flight: self.max_in_flight.get(),
         }
     }
 }

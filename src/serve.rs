@@ -1,20 +1,27 @@
-//! The connection loop: HTTP/1.1 through hyper with timeouts, request logs and graceful
-//! shutdown (`warp::serve` sets no header-read timer, so this loop replaces it).
+//! The connection loop: HTTP/1.1 through hyper with timeouts, request ids, a bound on
+//! requests in flight, the operator endpoints and graceful shutdown (`warp::serve` sets
+//! no header-read timer, so this loop replaces it).
 
 use std::future::Future;
 use std::io;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use books_core::BooksApi;
+use books_core::{BooksApi, REQUEST_ID, RequestId};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tower_service::Service;
-use warp::http::header::{CONNECTION, CONTENT_TYPE, HOST, HeaderValue, TRANSFER_ENCODING};
+use warp::http::header::{
+    CONNECTION, CONTENT_TYPE, HOST, HeaderValue, RETRY_AFTER, TRANSFER_ENCODING,
+};
 use warp::http::{StatusCode, Version};
+
+use crate::Operations;
 
 /// Largest per-connection read buffer: caps memory per connection whatever a client sends.
 const MAX_BUF_SIZE: usize = 16 * 1024;
@@ -28,6 +35,9 @@ pub struct Limits {
     pub request_timeout: Duration,
     /// Time in-flight requests get to finish once shutdown starts.
     pub shutdown_grace: Duration,
+    /// API requests answered at once; past it a request gets 503 with `Retry-After`
+    /// at once instead of a place in a queue (the operator endpoints are never refused).
+    pub max_in_flight: usize,
 }
 
 impl Default for Limits {
@@ -36,19 +46,34 @@ impl Default for Limits {
             header_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
+            max_in_flight: 256,
         }
     }
 }
 
-/// Serves `api` on `listener` until `shutdown` resolves, then stops accepting and waits
-/// up to `limits.shutdown_grace` for in-flight requests to finish.
+/// Serves `api` on `listener` with [`/livez` and `/readyz`](Operations) until `shutdown`
+/// resolves, then stops accepting and waits up to `limits.shutdown_grace` for in-flight
+/// requests to finish.
 pub async fn serve(
     listener: TcpListener,
     api: BooksApi,
     limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let service = warp::service(books_warp::routes(api));
+    serve_with(listener, api, limits, Operations::default(), shutdown).await
+}
+
+/// [`serve`] with the operator endpoints as `operations` says (e.g. with `/metrics`).
+pub async fn serve_with(
+    listener: TcpListener,
+    api: BooksApi,
+    limits: Limits,
+    operations: Operations,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let service = warp::service(books_warp::routes(api.clone()));
+    let admission = Arc::new(Semaphore::new(limits.max_in_flight));
+    let operations = Arc::new(operations);
     let graceful = GracefulShutdown::new();
     let mut builder = http1::Builder::new();
     builder
@@ -71,28 +96,44 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let service = service.clone();
-        let handler = service_fn(move |request: hyper::Request<Incoming>| {
+        let (api, operations, admission) = (api.clone(), operations.clone(), admission.clone());
+        let handler = service_fn(move |mut request: hyper::Request<Incoming>| {
             let mut service = service.clone();
+            let (api, operations, admission) = (api.clone(), operations.clone(), admission.clone());
             async move {
-                let started = Instant::now();
+                // The API takes the id from the header, so every log line and answer agrees.
+                let id = RequestId::from_headers(request.headers());
+                request
+                    .headers_mut()
+                    .insert(REQUEST_ID, id.header_value().clone());
                 let method = request.method().clone();
                 let path = request.uri().path().to_owned();
                 if let Some(refused) = refuse(&request) {
-                    tracing::info!(%method, %path, status = 400, detail = refused, "refused");
-                    return Ok(bad_request(refused));
+                    tracing::info!(request_id = %id, %method, %path, detail = refused, "refused");
+                    let mut response = problem(StatusCode::BAD_REQUEST, refused, &id);
+                    response
+                        .headers_mut()
+                        .insert(CONNECTION, HeaderValue::from_static("close"));
+                    return Ok(response);
                 }
+                if operations.owns(&path) {
+                    return Ok(operations.answer(&method, &path, &api).await);
+                }
+                let Ok(_admitted) = admission.try_acquire_owned() else {
+                    books_core::metrics::rejected("overload");
+                    tracing::debug!(request_id = %id, %method, %path, "shed: too many requests in flight");
+                    let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, OVERLOADED, &id);
+                    response
+                        .headers_mut()
+                        .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+                    return Ok(response);
+                };
                 let answered = tokio::time::timeout(limits.request_timeout, service.call(request));
                 let Ok(Ok(response)) = answered.await else {
-                    tracing::warn!(%method, %path, %peer, "request timed out; dropping the connection");
+                    books_core::metrics::rejected("timeout");
+                    tracing::warn!(request_id = %id, %method, %path, %peer, "request timed out; dropping the connection");
                     return Err(io::Error::new(io::ErrorKind::TimedOut, "request timed out"));
                 };
-                tracing::info!(
-                    %method,
-                    %path,
-                    status = response.status().as_u16(),
-                    latency_us = started.elapsed().as_micros() as u64,
-                    "request"
-                );
                 Ok::<_, io::Error>(response)
             }
         });
@@ -132,22 +173,25 @@ fn refuse<B>(request: &hyper::Request<B>) -> Option<&'static str> {
     (chunked > 1).then_some("Transfer-Encoding applies chunked more than once.")
 }
 
-/// A 400 the connection loop gives before any routing (a problem body in JSON), closing
-/// the connection: the request's framing is not to be trusted.
-fn bad_request(detail: &'static str) -> warp::reply::Response {
+const OVERLOADED: &str = "The server is at capacity; retry shortly.";
+
+/// A problem the connection loop answers itself, before the API (JSON: there is no
+/// negotiation this early), with the request's id as in the API's own problems.
+fn problem(status: StatusCode, detail: &'static str, id: &RequestId) -> warp::reply::Response {
     let body = serde_json::json!({
         "type": "about:blank",
-        "title": "Bad Request",
-        "status": 400,
+        "title": status.canonical_reason().unwrap_or("Error"),
+        "status": status.as_u16(),
         "detail": detail,
+        "instance": format!("urn:request:{id}"),
     });
     let mut response = warp::reply::Response::new(body.to_string().into());
-    *response.status_mut() = StatusCode::BAD_REQUEST;
+    *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(
         CONTENT_TYPE,
         HeaderValue::from_static("application/problem+json"),
     );
-    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    headers.insert(REQUEST_ID, id.header_value().clone());
     response
 }

@@ -19,25 +19,9 @@ use tokio::process::{Child, Command};
 
 const WRITERS: usize = 16;
 
-/// The example server binary `cargo test` built beside this test.
-fn server_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let debug = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir");
-    let server = debug.join("examples").join("server");
-    assert!(
-        server.exists(),
-        "{} missing: run through cargo test",
-        server.display()
-    );
-    server
-}
-
 /// Starts the server on `database_url` and returns it with its address.
 async fn start(database_url: &str) -> (Child, String) {
-    let mut child = Command::new(server_binary())
+    let mut child = Command::new(env!("CARGO_BIN_EXE_books-api"))
         .args(["--listen", "127.0.0.1:0", "--database-url", database_url])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
@@ -58,7 +42,7 @@ async fn start(database_url: &str) -> (Child, String) {
     .await
     .expect("the server starts")
     .expect("a line: listening on http://ADDR/…");
-    // Keep reading: the server logs to stdout, and a closed pipe would fail its writes.
+    // Keep reading: a closed pipe would fail the server's writes.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     (child, addr)
 }

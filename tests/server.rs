@@ -251,7 +251,7 @@ async fn cli_defaults_serve_demo_data_from_sqlite() {
     assert!(options.extended_ping);
     let listener = TcpListener::bind(options.listen).await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let api = books_api::build_api(&options, addr).await.unwrap();
+    let (api, _) = books_api::build_api(&options, addr).await.unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(books_api::serve(listener, api, options.limits(), async {
         let _ = stopped.await;
@@ -276,7 +276,7 @@ async fn cli_defaults_serve_demo_data_from_sqlite() {
     task.await.unwrap().unwrap();
 
     // A restart on the same file keeps the data and loads nothing twice.
-    let again = books_api::build_api(&options, addr).await.unwrap();
+    let (again, _) = books_api::build_api(&options, addr).await.unwrap();
     let request = Request::get("/api/books").body(String::new()).unwrap();
     let body: serde_json::Value =
         serde_json::from_slice(again.handle(request).await.body()).unwrap();

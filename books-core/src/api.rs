@@ -8,16 +8,19 @@ use http::header::{ALLOW, AUTHORIZATION, HeaderValue, LOCATION};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
 use subtle::ConstantTimeEq;
+use tracing::Instrument;
 
 use crate::body;
 use crate::config::Config;
+use crate::metrics::{RequestTimer, store_call};
 use crate::negotiate::{Format, negotiate};
 use crate::pagination::{Links, Meta};
-use crate::problem::Problem;
+use crate::problem::{ErrorChain, Problem};
 use crate::query::{self, Includes};
 use crate::render::{self, BookView, Deleted, PageView, Ping};
-use crate::route::{Endpoint, Routed, route};
-use crate::store::BookStore;
+use crate::request_id::{REQUEST_ID, RequestId};
+use crate::route::{Endpoint, Routed, UNMATCHED, route};
+use crate::store::{BookStore, StoreError};
 use crate::validate::validate;
 
 /// The books API over one store and one configuration. Cloning is cheap.
@@ -74,49 +77,94 @@ impl BooksApi {
     /// gets the API's own 404 (check [`owns`](Self::owns) first to route it elsewhere).
     ///
     /// The body is read only by writes, and only up to the configured limit (413 beyond).
+    /// Every answer carries the request's id ([`RequestId::from_headers`]) in
+    /// `X-Request-Id`; the request runs in a `request` tracing span with the id, method and
+    /// route, and ends with one event at target `books_core::access` (status, latency).
+    /// Metrics: see [`metrics`](crate::metrics).
     pub async fn handle<B>(&self, request: Request<B>) -> Response<Bytes>
     where
         B: Body,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        let timer = RequestTimer::start();
         let (parts, body) = request.into_parts();
-        let mut response = self.respond(&parts, body).await;
+        let id = RequestId::from_headers(&parts.headers);
+        let span = tracing::info_span!(
+            "request",
+            id = %id,
+            method = %parts.method,
+            route = tracing::field::Empty,
+        );
+        let (mut response, route) = self
+            .respond(&parts, body, &id)
+            .instrument(span.clone())
+            .await;
         if parts.method == Method::HEAD {
             *response.body_mut() = Bytes::new();
         }
         response
+            .headers_mut()
+            .insert(REQUEST_ID, id.header_value().clone());
+        span.in_scope(|| {
+            tracing::info!(
+                target: "books_core::access",
+                status = response.status().as_u16(),
+                latency_us = timer.elapsed().as_micros() as u64,
+                "answered"
+            );
+        });
+        timer.answered(&parts.method, route, response.status());
+        response
     }
 
-    async fn respond<B>(&self, parts: &http::request::Parts, body: B) -> Response<Bytes>
+    /// Whether the store answers: one cheap store call ([`BookStore::ready`]). Fold it
+    /// into a readiness probe with a timeout of your own (the core has no timer).
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        store_call("ready", self.inner.store.ready()).await
+    }
+
+    /// The answer and the route template it was routed to.
+    async fn respond<B>(
+        &self,
+        parts: &http::request::Parts,
+        body: B,
+        id: &RequestId,
+    ) -> (Response<Bytes>, &'static str)
     where
         B: Body,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let format = negotiate(&parts.headers);
-        let routed = match self.relative(parts.uri.path()) {
+        let (routed, template) = match self.relative(parts.uri.path()) {
             Some(path) => route(
                 path,
                 &parts.method,
                 self.inner.config.route_scheme(),
                 self.inner.openapi.is_some(),
             ),
-            None => Routed::NotFound,
+            None => (Routed::NotFound, UNMATCHED),
         };
+        tracing::Span::current().record("route", template);
         if let Routed::Options(allow) = routed {
             let mut response = Response::new(Bytes::new());
             *response.status_mut() = StatusCode::NO_CONTENT;
             response.headers_mut().insert(ALLOW, allow.header());
-            return response;
+            return (response, template);
         }
         let Some(format) = format else {
-            return render::problem(&Problem::not_acceptable(), Format::Json);
+            let problem = Problem::not_acceptable();
+            return (render::problem(&problem, Format::Json, Some(id)), template);
         };
         let result = match routed {
             Routed::Endpoint(endpoint) => self.dispatch(endpoint, parts, body, format).await,
             Routed::MethodNotAllowed(allow) => Err(Problem::method_not_allowed(allow)),
             Routed::NotFound | Routed::Options(_) => Err(Problem::not_found()),
         };
-        result.unwrap_or_else(|problem| render::problem(&problem, format))
+        let response = result.unwrap_or_else(|problem| {
+            log_failure(&problem, parts);
+            render::problem(&problem, format, Some(id))
+        });
+        (response, template)
     }
 
     async fn dispatch<B>(
@@ -151,7 +199,7 @@ impl BooksApi {
             }
             Endpoint::Delete(id) => {
                 let id = id.ok_or_else(Problem::book_not_found)?;
-                if !self.inner.store.delete(id).await? {
+                if !store_call("delete", self.inner.store.delete(id)).await? {
                     return Err(Problem::book_not_found());
                 }
                 Ok(render::success(
@@ -185,12 +233,12 @@ impl BooksApi {
         let input = validate(fields, &*self.inner.store, now.year()).await?;
         if let Endpoint::Update(id) = endpoint {
             let id = id.ok_or_else(Problem::book_not_found)?;
-            if !self.inner.store.update(id, &input, now).await? {
+            if !store_call("update", self.inner.store.update(id, &input, now)).await? {
                 return Err(Problem::book_not_found());
             }
             return self.get(Some(id), includes, format).await;
         }
-        let id = self.inner.store.create(&input, now).await?;
+        let id = store_call("create", self.inner.store.create(&input, now)).await?;
         let mut response = self.get(Some(id), includes, format).await?;
         *response.status_mut() = StatusCode::CREATED;
         let location = format!("{}/books/{id}", self.mount_url());
@@ -234,11 +282,8 @@ impl BooksApi {
     async fn list(&self, query: Option<&str>, action: bool, format: Format) -> Handled {
         let (page, includes) = query::page_and_includes(query)?;
         let per_page = self.inner.config.page_size().get();
-        let found = self
-            .inner
-            .store
-            .list(Meta::offset(page, per_page), per_page)
-            .await?;
+        let offset = Meta::offset(page, per_page);
+        let found = store_call("list", self.inner.store.list(offset, per_page)).await?;
         let meta = Meta::new(page, per_page, found.total);
         let list_url = format!(
             "{}/books{}",
@@ -260,10 +305,7 @@ impl BooksApi {
 
     async fn get(&self, id: Option<i64>, includes: Includes, format: Format) -> Handled {
         let id = id.ok_or_else(Problem::book_not_found)?;
-        let book = self
-            .inner
-            .store
-            .get(id)
+        let book = store_call("get", self.inner.store.get(id))
             .await?
             .ok_or_else(Problem::book_not_found)?;
         let view = BookView::new(&book, includes);
@@ -277,5 +319,20 @@ impl BooksApi {
             self.inner.config.base_url(),
             self.inner.config.prefix()
         )
+    }
+}
+
+/// Logs a store failure behind a problem, once, with the request's method and path (the
+/// `request` span adds its id and route).
+fn log_failure(problem: &Problem, parts: &http::request::Parts) {
+    let Some(cause) = &problem.cause else {
+        return;
+    };
+    let (method, path) = (&parts.method, parts.uri.path());
+    let error = ErrorChain(&**cause);
+    if problem.status == StatusCode::SERVICE_UNAVAILABLE {
+        tracing::warn!(%method, path, %error, "store unavailable");
+    } else {
+        tracing::error!(%method, path, %error, "store failure");
     }
 }

@@ -46,12 +46,16 @@ where
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let too_large = || {
+        crate::metrics::rejected("body_limit");
+        Err(Problem::too_large())
+    };
     if declared.is_some_and(|len| len > limit as u64) {
-        return Err(Problem::too_large());
+        return too_large();
     }
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<LengthLimitError>() => Err(Problem::too_large()),
+        Err(error) if error.is::<LengthLimitError>() => too_large(),
         Err(error) => {
             tracing::debug!(error = %error, "request body could not be read");
             Err(Problem::bad_body("The request body could not be read."))

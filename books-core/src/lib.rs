@@ -40,12 +40,14 @@ mod form;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod metrics;
 mod negotiate;
 mod openapi;
 mod pagination;
 mod problem;
 mod query;
 mod render;
+mod request_id;
 mod route;
 mod service;
 mod store;
@@ -58,6 +60,7 @@ pub mod testing;
 
 pub use api::BooksApi;
 pub use config::{Clock, Config, ManualClock, RouteScheme, SystemClock};
+pub use request_id::{REQUEST_ID, RequestId};
 pub use service::{ApiFuture, Mount, MountBody, MountLayer};
 pub use store::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError};
 

@@ -1,11 +1,14 @@
 //! RFC 9457 problem details: what the API answers when a request fails.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use http::StatusCode;
+use http::header::{ALLOW, HeaderName, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
+use crate::request_id::RequestId;
 use crate::route::Allow;
 use crate::store::StoreError;
 
@@ -45,13 +48,17 @@ impl Serialize for FieldErrors {
     }
 }
 
-/// A failed request: status, the client-facing detail, and optional extras.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A failed request: status, the client-facing detail, headers the answer carries
+/// (`Allow`, `Retry-After` …), and the store failure behind it, which is logged once
+/// where the request is answered and never shown to the client.
+#[derive(Debug, Clone)]
 pub(crate) struct Problem {
     pub(crate) status: StatusCode,
     pub(crate) detail: Cow<'static, str>,
     pub(crate) errors: Option<FieldErrors>,
-    pub(crate) allow: Option<Allow>,
+    /// Headers the answer carries (few, so a list, which keeps `Result<_, Problem>` small).
+    pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
+    pub(crate) cause: Option<Arc<StoreError>>,
 }
 
 impl Problem {
@@ -60,8 +67,15 @@ impl Problem {
             status,
             detail: detail.into(),
             errors: None,
-            allow: None,
+            headers: Vec::new(),
+            cause: None,
         }
+    }
+
+    /// The same problem, answered with this header too.
+    pub(crate) fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
     }
 
     pub(crate) fn not_found() -> Self {
@@ -77,6 +91,13 @@ impl Problem {
             StatusCode::UNAUTHORIZED,
             "A valid bearer token is required to write.",
         )
+        .with_header(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))
+    }
+
+    /// 503: the store is unreachable or the server is at capacity; retry in a second.
+    pub(crate) fn unavailable() -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "Service unavailable")
+            .with_header(RETRY_AFTER, HeaderValue::from_static("1"))
     }
 
     pub(crate) fn internal() -> Self {
@@ -84,10 +105,8 @@ impl Problem {
     }
 
     pub(crate) fn method_not_allowed(allow: Allow) -> Self {
-        Self {
-            allow: Some(allow),
-            ..Self::new(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed")
-        }
+        Self::new(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed")
+            .with_header(ALLOW, allow.header())
     }
 
     pub(crate) fn not_acceptable() -> Self {
@@ -131,22 +150,20 @@ impl Problem {
 }
 
 impl From<StoreError> for Problem {
-    /// Logs the store's own message and answers without it.
+    /// Answers without the store's own message, which travels along as the cause.
     fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::Unavailable(_) => {
-                tracing::warn!(error = %error, "store unavailable");
-                Self::new(StatusCode::SERVICE_UNAVAILABLE, "Service unavailable")
-            }
+        let problem = match error {
+            StoreError::Unavailable(_) => Self::unavailable(),
             StoreError::AuthorNotFound(_) => {
                 let mut errors = FieldErrors::default();
                 errors.add("author_id", crate::validate::AUTHOR_INVALID);
-                Self::invalid(errors)
+                return Self::invalid(errors);
             }
-            StoreError::Other(_) => {
-                tracing::error!(error = %error, "store failure");
-                Self::internal()
-            }
+            StoreError::Other(_) => Self::internal(),
+        };
+        Self {
+            cause: Some(Arc::new(error)),
+            ..problem
         }
     }
 }
@@ -159,17 +176,21 @@ pub(crate) struct ProblemBody<'a> {
     title: &'static str,
     status: u16,
     detail: &'a str,
+    /// `urn:request:<id>`: the request id a user can quote.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instance: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     errors: Option<&'a FieldErrors>,
 }
 
-impl<'a> From<&'a Problem> for ProblemBody<'a> {
-    fn from(problem: &'a Problem) -> Self {
+impl<'a> ProblemBody<'a> {
+    pub(crate) fn new(problem: &'a Problem, request_id: Option<&RequestId>) -> Self {
         Self {
             kind: "about:blank",
             title: reason(problem.status),
             status: problem.status.as_u16(),
             detail: &problem.detail,
+            instance: request_id.map(|id| format!("urn:request:{id}")),
             errors: problem.errors.as_ref(),
         }
     }
@@ -181,5 +202,20 @@ fn reason(status: StatusCode) -> &'static str {
         StatusCode::UNPROCESSABLE_ENTITY => "Unprocessable Content",
         StatusCode::PAYLOAD_TOO_LARGE => "Content Too Large",
         other => other.canonical_reason().unwrap_or("Error"),
+    }
+}
+
+/// An error and its sources on one line, `: `-separated (for logs).
+pub(crate) struct ErrorChain<'a>(pub(crate) &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for ErrorChain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut source = self.0.source();
+        while let Some(cause) = source {
+            write!(f, ": {cause}")?;
+            source = cause.source();
+        }
+        Ok(())
     }
 }

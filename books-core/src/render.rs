@@ -12,6 +12,7 @@ use crate::negotiate::Format;
 use crate::pagination::{Links, Meta};
 use crate::problem::{Problem, ProblemBody};
 use crate::query::Includes;
+use crate::request_id::RequestId;
 use crate::store::BookRecord;
 use crate::xml::{to_xml, xml_safe};
 
@@ -128,26 +129,22 @@ pub(crate) fn success<T: Serialize>(
     response(status, content_type, body)
 }
 
-/// A problem-details response (with `Allow` on 405 and `Retry-After` on 503).
-pub(crate) fn problem(problem: &Problem, format: Format) -> Response<Bytes> {
-    let body = ProblemBody::from(problem);
+/// A problem-details response with the problem's own headers; `request_id` becomes the
+/// problem's `instance`.
+pub(crate) fn problem(
+    problem: &Problem,
+    format: Format,
+    request_id: Option<&RequestId>,
+) -> Response<Bytes> {
+    let body = ProblemBody::new(problem, request_id);
     let (bytes, content_type) = match format {
         Format::Json => (serialize_json(&body), PROBLEM_JSON),
         Format::Xml => (serialize_xml("problem", &body), PROBLEM_XML),
     };
     let mut response = response(problem.status, content_type, bytes);
     let headers = response.headers_mut();
-    if let Some(allow) = problem.allow {
-        headers.insert(http::header::ALLOW, allow.header());
-    }
-    if problem.status == StatusCode::UNAUTHORIZED {
-        headers.insert(
-            http::header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer"),
-        );
-    }
-    if problem.status == StatusCode::SERVICE_UNAVAILABLE {
-        headers.insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    for (name, value) in &problem.headers {
+        headers.insert(name, value.clone());
     }
     response
 }

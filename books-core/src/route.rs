@@ -74,6 +74,20 @@ impl Resource {
         }
     }
 
+    /// The path's template relative to the prefix: a metrics and log label.
+    fn template(self) -> &'static str {
+        match self {
+            Self::Ping => "/ping",
+            Self::OpenApi => "/openapi.json",
+            Self::Books => "/books",
+            Self::Book(_) => "/books/{id}",
+            Self::ListAction => "/books/list",
+            Self::CreateAction => "/books/create",
+            Self::UpdateAction(_) => "/books/update/{id}",
+            Self::DeleteAction(_) => "/books/delete/{id}",
+        }
+    }
+
     fn endpoint(self, method: &Method, scheme: RouteScheme) -> Option<Endpoint> {
         let read = method == Method::GET || method == Method::HEAD;
         Some(match self {
@@ -152,19 +166,30 @@ fn parse_id(segment: &str) -> Option<i64> {
     segment.parse::<i64>().ok().filter(|&id| id >= 1)
 }
 
+/// The label of requests no route matched.
+pub(crate) const UNMATCHED: &str = "unmatched";
+
 /// Routes `path` (already relative to the mount prefix, `""` for the prefix itself);
-/// `openapi` says whether the document is served.
-pub(crate) fn route(path: &str, method: &Method, scheme: RouteScheme, openapi: bool) -> Routed {
+/// `openapi` says whether the document is served. Also returns the route's template
+/// ([`UNMATCHED`] when there is none).
+pub(crate) fn route(
+    path: &str,
+    method: &Method,
+    scheme: RouteScheme,
+    openapi: bool,
+) -> (Routed, &'static str) {
     let Some(resource) = Resource::parse(path, scheme, openapi) else {
-        return Routed::NotFound;
+        return (Routed::NotFound, UNMATCHED);
     };
-    if method == Method::OPTIONS {
-        return Routed::Options(Allow::of(resource, scheme));
-    }
-    match resource.endpoint(method, scheme) {
-        Some(endpoint) => Routed::Endpoint(endpoint),
-        None => Routed::MethodNotAllowed(Allow::of(resource, scheme)),
-    }
+    let routed = if method == Method::OPTIONS {
+        Routed::Options(Allow::of(resource, scheme))
+    } else {
+        match resource.endpoint(method, scheme) {
+            Some(endpoint) => Routed::Endpoint(endpoint),
+            None => Routed::MethodNotAllowed(Allow::of(resource, scheme)),
+        }
+    };
+    (routed, resource.template())
 }
 
 #[cfg(test)]
@@ -172,7 +197,21 @@ mod tests {
     use super::*;
 
     fn get(path: &str, scheme: RouteScheme) -> Routed {
-        route(path, &Method::GET, scheme, true)
+        route(path, &Method::GET, scheme, true).0
+    }
+
+    #[test]
+    fn templates_name_routes_not_paths() {
+        let both = RouteScheme::Both;
+        let template = |path, method| route(path, &method, both, true).1;
+        assert_eq!(template("/books/7", Method::GET), "/books/{id}");
+        assert_eq!(template("/books/x", Method::PATCH), "/books/{id}");
+        assert_eq!(
+            template("/books/update/9/", Method::PUT),
+            "/books/update/{id}"
+        );
+        assert_eq!(template("/books/list", Method::OPTIONS), "/books/list");
+        assert_eq!(template("/nope/7", Method::GET), UNMATCHED);
     }
 
     /// The `Allow` list of a 405 or `OPTIONS` answer.
@@ -205,11 +244,11 @@ mod tests {
         assert_eq!(get("/books/7/x", both), Routed::NotFound);
         assert_eq!(get("/books//", both), Routed::NotFound);
         assert_eq!(
-            route("/books/update/3", &Method::PUT, both, true),
+            route("/books/update/3", &Method::PUT, both, true).0,
             Routed::Endpoint(Update(Some(3)))
         );
         assert_eq!(
-            allow(route("/books/update/3", &Method::GET, both, true)),
+            allow(route("/books/update/3", &Method::GET, both, true).0),
             "OPTIONS, PUT"
         );
         assert_eq!(
@@ -218,15 +257,15 @@ mod tests {
         );
         assert_eq!(get("/books", RouteScheme::Action), Routed::NotFound);
         assert_eq!(
-            allow(route("/books/3", &Method::PUT, RouteScheme::Action, true)),
+            allow(route("/books/3", &Method::PUT, RouteScheme::Action, true).0),
             "GET, HEAD, OPTIONS"
         );
         assert_eq!(
-            route("/books/delete/3", &Method::DELETE, RouteScheme::Index, true),
+            route("/books/delete/3", &Method::DELETE, RouteScheme::Index, true).0,
             Routed::NotFound
         );
         assert_eq!(
-            allow(route("/books", &Method::OPTIONS, both, true)),
+            allow(route("/books", &Method::OPTIONS, both, true).0),
             "GET, HEAD, OPTIONS, POST"
         );
         for (path, methods) in [
@@ -237,7 +276,7 @@ mod tests {
             ("/books/delete/7", "DELETE, OPTIONS"),
         ] {
             assert_eq!(
-                allow(route(path, &Method::PATCH, both, true)),
+                allow(route(path, &Method::PATCH, both, true).0),
                 methods,
                 "{path}"
             );

@@ -52,13 +52,13 @@ pub struct BookPage {
 #[non_exhaustive]
 pub enum StoreError {
     /// The store cannot be reached or timed out; the client may retry (503).
-    #[error("store unavailable: {0}")]
+    #[error("store unavailable")]
     Unavailable(#[source] BoxError),
     /// The author named by a write does not exist (any more) (422 on `author_id`).
     #[error("author {0} does not exist")]
     AuthorNotFound(i64),
     /// Any other failure (500). The message goes to the log, never to a client.
-    #[error("store failure: {0}")]
+    #[error("store failure")]
     Other(#[source] BoxError),
 }
 
@@ -107,6 +107,13 @@ pub trait BookStore: Debug + Send + Sync + 'static {
 
     /// Whether an author with this id exists (one indexed lookup).
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError>;
+
+    /// Whether the store can answer now: one cheap round trip to the database (a
+    /// readiness probe), [`StoreError::Unavailable`] when it cannot. Stores without a
+    /// remote part keep the default, which is always ready.
+    async fn ready(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }
 
 /// Writing authors: for embedders, demo data and tests. The API itself never writes authors.

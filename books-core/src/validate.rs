@@ -22,7 +22,13 @@ pub(crate) async fn validate(
         Err(Missing) => Err("The author id field is required."),
         Err(NotInteger) => Err("The author id must be an integer."),
         Ok(id) => match i64::try_from(id) {
-            Ok(id) if id >= 1 && store.author_exists(id).await? => Ok(id),
+            Ok(id)
+                if id >= 1
+                    && crate::metrics::store_call("author_exists", store.author_exists(id))
+                        .await? =>
+            {
+                Ok(id)
+            }
             _ => Err(AUTHOR_INVALID),
         },
     }

@@ -7,10 +7,10 @@ use books_core::StoreError;
 #[non_exhaustive]
 pub enum Error {
     /// The driver failed (bad URL, unreachable server, I/O …).
-    #[error("database error: {0}")]
+    #[error("database error")]
     Database(#[from] sqlx::Error),
     /// Applying the embedded migrations failed.
-    #[error("migration failed: {0}")]
+    #[error("migration failed")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// A PostgreSQL schema name this store does not accept.
     #[error("invalid schema name {0:?}: use 1 to 63 of a-z, 0-9 and _, not starting with a digit")]

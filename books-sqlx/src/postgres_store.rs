@@ -239,6 +239,12 @@ impl BookStore for PostgresStore {
             .await
             .or_store_error()
     }
+
+    /// Looks up author 0 through the store's own table and index: one round trip that
+    /// fails when the database or the migrated schema is missing.
+    async fn ready(&self) -> Result<(), StoreError> {
+        self.author_exists(0).await.map(drop)
+    }
 }
 
 #[async_trait]

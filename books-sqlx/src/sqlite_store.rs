@@ -95,6 +95,17 @@ impl SqliteStore {
         }
     }
 
+    /// The pool reads go through.
+    pub fn readers(&self) -> &SqlitePool {
+        &self.readers
+    }
+
+    /// The pool writes go through (the same as [`readers`](Self::readers) for a store
+    /// built [`from_pool`](Self::from_pool)).
+    pub fn writer(&self) -> &SqlitePool {
+        &self.writer
+    }
+
     /// The embedded migrations, recording into [`MIGRATIONS_TABLE`](crate::MIGRATIONS_TABLE):
     /// run them with your own tooling, or read each one's SQL.
     pub fn migrator() -> Migrator {
@@ -203,6 +214,12 @@ impl BookStore for SqliteStore {
             .fetch_one(&self.readers)
             .await
             .or_store_error()
+    }
+
+    /// Looks up author 0 through the store's own table and index: one round trip that
+    /// fails when the database or the migrated schema is missing.
+    async fn ready(&self) -> Result<(), StoreError> {
+        self.author_exists(0).await.map(drop)
     }
 }
 

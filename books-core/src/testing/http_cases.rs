@@ -66,17 +66,38 @@ impl Reply {
         self
     }
 
-    /// Asserts a problem-details JSON body and returns it.
+    /// Asserts a problem-details JSON body and returns it without its `instance`, which
+    /// must name the answer's `X-Request-Id`.
     fn problem(self, status: u16, detail: &str) -> Value {
         let reply = self.expect(status);
         assert_eq!(reply.header("content-type"), Some(PROBLEM_JSON));
         assert_eq!(reply.header("vary"), Some("Accept"));
-        let body = reply.json();
+        let mut body = reply.json();
         assert_eq!(body["type"], "about:blank");
         assert_eq!(body["status"], status);
         assert_eq!(body["detail"], detail, "{body}");
         assert!(body["title"].is_string());
+        let instance = body.as_object_mut().and_then(|b| b.remove("instance"));
+        assert_eq!(instance, Some(json!(reply.instance())), "instance");
         body
+    }
+
+    /// `urn:request:` and the answer's `X-Request-Id`, which every answer carries.
+    fn instance(&self) -> String {
+        let id = self.header("x-request-id").expect("X-Request-Id");
+        format!("urn:request:{id}")
+    }
+
+    /// An XML problem body without its `<instance>`, which must name the answer's
+    /// `X-Request-Id` (for comparing with the same problem in JSON).
+    fn xml_problem(&self) -> XmlNode {
+        assert_eq!(self.header("content-type"), Some(PROBLEM_XML));
+        let mut xml = self.xml();
+        assert_eq!(xml.name, "problem");
+        let at = xml.children.iter().position(|c| c.name == "instance");
+        let instance = xml.children.remove(at.expect("<instance>"));
+        assert_eq!(instance.text, self.instance());
+        xml
     }
 
     /// Asserts a 422 and returns its `errors` object.
@@ -1470,17 +1491,18 @@ pub async fn xml_error_mirrors_json(make: &impl MakeHarness) {
         )
         .await
         .expect(422);
-    assert_eq!(reply.header("content-type"), Some(PROBLEM_XML));
-    let xml = reply.xml();
-    assert_eq!(xml.name, "problem");
+    let xml = reply.xml_problem();
     xml.child("errors")
         .unwrap()
         .assert_mirrors(&json, "message");
     let not_found = app.accept("/api/books/77", "application/xml").await;
-    let json_404 = app.get("/api/books/77").await.json();
+    let json_404 = app
+        .get("/api/books/77")
+        .await
+        .problem(404, "Book not found");
     not_found
         .expect(404)
-        .xml()
+        .xml_problem()
         .assert_mirrors(&json_404, "message");
 }
 
@@ -1611,8 +1633,7 @@ pub async fn echoed_include_xml_cannot_carry_is_replaced(make: &impl MakeHarness
             "{raw}: {message:?}"
         );
         let reply = app.accept(&path, "application/xml").await.expect(400);
-        assert_eq!(reply.header("content-type"), Some(PROBLEM_XML));
-        reply.xml().assert_mirrors(&json, "message");
+        reply.xml_problem().assert_mirrors(&json, "message");
     }
 }
 
@@ -1651,4 +1672,52 @@ pub async fn json_integers_beyond_64_bits_fail_the_range_rule(make: &impl MakeHa
             "year": ["The year must be an integer."],
         })
     );
+}
+
+// ---------------------------------------------------------------- request ids
+
+pub async fn request_ids_are_echoed_or_made(make: &impl MakeHarness) {
+    let app = start(make, |c| c).await;
+    let given = "client-7f3a:b/c=d@e";
+    for (method, path, accept) in [
+        ("GET", "/api/ping", "application/json"),
+        ("GET", "/api/books/999", "application/json"),
+        ("GET", "/api/books", "image/png"),
+        ("OPTIONS", "/api/books", "application/json"),
+        ("PATCH", "/api/books", "application/json"),
+        ("GET", "/api/nope", "application/xml"),
+    ] {
+        let headers = [("x-request-id", given), ("accept", accept)];
+        let reply = app.send(method, path, &headers, Bytes::new()).await;
+        assert_eq!(reply.header("x-request-id"), Some(given), "{method} {path}");
+        if reply.status >= 400 {
+            let instance = format!("urn:request:{given}");
+            match reply.header("content-type") {
+                Some(PROBLEM_XML) => {
+                    assert_eq!(reply.xml().child("instance").unwrap().text, instance)
+                }
+                _ => assert_eq!(reply.json()["instance"], instance, "{method} {path}"),
+            }
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    let long = "x".repeat(65);
+    for unusable in ["has space", "<script>", "quote\"", long.as_str(), ""] {
+        let reply = app
+            .send(
+                "GET",
+                "/api/ping",
+                &[("x-request-id", unusable)],
+                Bytes::new(),
+            )
+            .await
+            .expect(200);
+        let made = reply.header("x-request-id").expect("a new id");
+        assert_ne!(made, unusable);
+        assert!((1..=64).contains(&made.len()), "{made:?}");
+        seen.insert(made.to_owned());
+    }
+    let made = app.get("/api/ping").await;
+    seen.insert(made.header("x-request-id").expect("an id").to_owned());
+    assert_eq!(seen.len(), 6, "every request gets its own id: {seen:?}");
 }

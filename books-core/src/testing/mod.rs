@@ -125,6 +125,7 @@ macro_rules! store_conformance_suite {
             concurrent_creates_get_distinct_ids,
             author_vanishing_before_the_write_is_422,
             demo_data_loads_once_into_an_empty_store,
+            reachable_store_is_ready,
         );
     };
 }
@@ -195,6 +196,7 @@ macro_rules! http_contract_suite {
             stored_text_xml_cannot_carry_is_replaced,
             echoed_include_xml_cannot_carry_is_replaced,
             json_integers_beyond_64_bits_fail_the_range_rule,
+            request_ids_are_echoed_or_made,
         );
     };
 }

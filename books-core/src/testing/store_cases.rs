@@ -361,3 +361,17 @@ pub async fn demo_data_loads_once_into_an_empty_store(store: impl TestStore) {
     assert!(!crate::demo::load_if_empty(&store, at(2)).await.unwrap());
     assert_eq!(store.list(0, 1).await.unwrap().total, 45);
 }
+
+pub async fn reachable_store_is_ready(store: impl TestStore) {
+    store
+        .ready()
+        .await
+        .expect("an empty, reachable store is ready");
+    let id = author(&store, "A").await;
+    store.create(&input("T", id, 2020), at(1)).await.unwrap();
+    store.ready().await.expect("and stays ready with data");
+    let api = BooksApi::new(store, Config::default());
+    api.ready()
+        .await
+        .expect("the API reports the store's readiness");
+}

@@ -1,0 +1,126 @@
+//! Metrics through the [`metrics`] facade. Nothing is recorded unless the host installs
+//! a recorder (for Prometheus: `metrics-exporter-prometheus`, as the example server does).
+//!
+//! | name | kind | labels |
+//! |---|---|---|
+//! | [`REQUESTS`] | counter | `method`, `route`, `status` |
+//! | [`REQUEST_DURATION`] | histogram (seconds) | `method`, `route`, `status` |
+//! | [`IN_FLIGHT`] | gauge | — |
+//! | [`STORE_DURATION`] | histogram (seconds) | `operation`, `outcome` |
+//! | [`REJECTIONS`] | counter | `reason` |
+//!
+//! `route` is the route template relative to the prefix (`/books/{id}`, never the raw
+//! path), or `unmatched`; `method` is one the API knows or `other`. Every label therefore
+//! takes a handful of values whatever clients send.
+
+use std::future::Future;
+use std::time::Instant;
+
+use http::{Method, StatusCode};
+use metrics::{counter, gauge, histogram};
+
+use crate::store::StoreError;
+
+/// Requests answered (counter).
+pub const REQUESTS: &str = "books_http_requests_total";
+/// Time from a request reaching the API to its answer (histogram, seconds).
+pub const REQUEST_DURATION: &str = "books_http_request_duration_seconds";
+/// Requests being answered right now (gauge).
+pub const IN_FLIGHT: &str = "books_http_requests_in_flight";
+/// Time of each store call (histogram, seconds); `outcome` is `ok`, `unavailable`,
+/// `author_not_found` or `error`.
+pub const STORE_DURATION: &str = "books_store_operation_duration_seconds";
+/// Requests refused before they were handled (counter); `reason` is `body_limit` here,
+/// and the example server adds `timeout` and `overload`.
+pub const REJECTIONS: &str = "books_http_rejections_total";
+
+/// Counts a request in flight until dropped, then records its answer.
+pub(crate) struct RequestTimer {
+    started: Instant,
+}
+
+impl RequestTimer {
+    pub(crate) fn start() -> Self {
+        gauge!(IN_FLIGHT).increment(1.0);
+        Self {
+            started: Instant::now(),
+        }
+    }
+
+    pub(crate) fn elapsed(&self) -> std::time::Duration {
+        self.started.elapsed()
+    }
+
+    /// Records the answer; the in-flight count drops with `self`.
+    pub(crate) fn answered(self, method: &Method, route: &'static str, status: StatusCode) {
+        let labels = [
+            ("method", method_label(method)),
+            ("route", route),
+            ("status", status_label(status)),
+        ];
+        counter!(REQUESTS, &labels).increment(1);
+        histogram!(REQUEST_DURATION, &labels).record(self.started.elapsed());
+    }
+}
+
+impl Drop for RequestTimer {
+    fn drop(&mut self) {
+        gauge!(IN_FLIGHT).decrement(1.0);
+    }
+}
+
+/// Counts a request refused for `reason` (`body_limit`, `timeout`, `overload` …).
+pub fn rejected(reason: &'static str) {
+    counter!(REJECTIONS, "reason" => reason).increment(1);
+}
+
+/// Runs one store call and records its duration and outcome under `operation`.
+pub(crate) async fn store_call<T>(
+    operation: &'static str,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let started = Instant::now();
+    let result = call.await;
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(StoreError::Unavailable(_)) => "unavailable",
+        Err(StoreError::AuthorNotFound(_)) => "author_not_found",
+        Err(_) => "error",
+    };
+    histogram!(STORE_DURATION, "operation" => operation, "outcome" => outcome)
+        .record(started.elapsed());
+    result
+}
+
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        _ => "other",
+    }
+}
+
+/// The status as a label without allocating (the API answers with these only).
+fn status_label(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        200 => "200",
+        201 => "201",
+        204 => "204",
+        304 => "304",
+        400 => "400",
+        401 => "401",
+        404 => "404",
+        405 => "405",
+        406 => "406",
+        413 => "413",
+        415 => "415",
+        422 => "422",
+        500 => "500",
+        503 => "503",
+        _ => "other",
+    }
+}

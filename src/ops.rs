@@ -1,0 +1,131 @@
+//! What an operator asks the server outside the API: `/livez`, `/readyz` and `/metrics`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use books_core::BooksApi;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use warp::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use warp::http::{Method, StatusCode};
+
+use crate::{DemoStore, Error};
+
+/// Liveness: answers 200 while the process serves requests at all.
+pub const LIVEZ: &str = "/livez";
+/// Readiness: 200 when the store answers within the timeout, 503 otherwise.
+pub const READYZ: &str = "/readyz";
+/// Prometheus metrics, when they are served on the API's own address.
+pub const METRICS: &str = "/metrics";
+
+/// Histogram buckets (seconds) for request and store latencies: 100 µs to 10 s.
+const BUCKETS: [f64; 14] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5, 10.0,
+];
+
+/// What the server answers beside the API.
+#[derive(Debug, Clone)]
+pub struct Operations {
+    /// How long readiness waits for the store before answering 503.
+    pub ready_timeout: Duration,
+    /// Metrics to serve at [`METRICS`] on the API's address (`None`: not there).
+    pub metrics: Option<PrometheusHandle>,
+}
+
+impl Default for Operations {
+    fn default() -> Self {
+        Self {
+            ready_timeout: Duration::from_secs(2),
+            metrics: None,
+        }
+    }
+}
+
+impl Operations {
+    /// Whether `path` is one of these endpoints (they are never shed or timed out).
+    pub fn owns(&self, path: &str) -> bool {
+        path == LIVEZ || path == READYZ || (path == METRICS && self.metrics.is_some())
+    }
+
+    /// The answer for one of [`owns`](Self::owns)'s paths.
+    pub async fn answer(&self, method: &Method, path: &str, api: &BooksApi) -> Response {
+        if method != Method::GET && method != Method::HEAD {
+            let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+            let allow = HeaderValue::from_static("GET, HEAD");
+            response
+                .headers_mut()
+                .insert(warp::http::header::ALLOW, allow);
+            return response;
+        }
+        match path {
+            READYZ => match tokio::time::timeout(self.ready_timeout, api.ready()).await {
+                Ok(Ok(())) => text(StatusCode::OK, "ready\n"),
+                outcome => {
+                    let why = match outcome {
+                        Ok(Err(error)) => crate::causes(&error)
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join(": "),
+                        _ => "timed out".to_owned(),
+                    };
+                    tracing::warn!(error = %why, "not ready: the store does not answer");
+                    let mut response = text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n");
+                    let retry = HeaderValue::from_static("1");
+                    response.headers_mut().insert(RETRY_AFTER, retry);
+                    response
+                }
+            },
+            METRICS => {
+                let body = self.metrics.as_ref().map(PrometheusHandle::render);
+                let mut response = text(StatusCode::OK, body.unwrap_or_default());
+                let content_type = HeaderValue::from_static("text/plain; version=0.0.4");
+                response.headers_mut().insert(CONTENT_TYPE, content_type);
+                response
+            }
+            _ => text(StatusCode::OK, "ok\n"),
+        }
+    }
+}
+
+type Response = warp::reply::Response;
+
+fn text(status: StatusCode, body: impl Into<String>) -> Response {
+    let mut response = Response::new(body.into().into());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+/// Installs the process's Prometheus recorder. With `listen`, its own HTTP listener
+/// serves the metrics there (any path) and the handle is for tests; without, serve the
+/// handle at [`METRICS`] through [`Operations`]. Either way a task refreshes the pool
+/// gauges of `store` and the exporter's histograms every second.
+pub fn install_metrics(
+    listen: Option<SocketAddr>,
+    store: Arc<dyn DemoStore>,
+) -> Result<PrometheusHandle, Error> {
+    let builder = PrometheusBuilder::new().set_buckets(&BUCKETS)?;
+    let handle = match listen {
+        Some(address) => {
+            let (recorder, exporter) = builder.with_http_listener(address).build()?;
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).map_err(|_| Error::MetricsInstalled)?;
+            tokio::spawn(exporter);
+            handle
+        }
+        None => builder.install_recorder()?,
+    };
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            store.record_pool_metrics();
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
+}
