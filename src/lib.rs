@@ -5,7 +5,7 @@ mod options;
 mod serve;
 mod store;
 
-pub use ops::{LIVEZ, METRICS, Operations, READYZ, install_metrics};
+pub use ops::{LIVEZ, METRICS, Operations, READYZ, install_metrics, serve_metrics};
 pub use options::{LogFormat, Options};
 pub use serve::{Limits, serve, serve_with};
 pub use store::{DemoStore, open_store};
@@ -31,9 +31,6 @@ pub enum Error {
     /// Setting up the Prometheus exporter failed.
     #[error("setting up metrics failed")]
     Metrics(#[from] metrics_exporter_prometheus::BuildError),
-    /// A metrics recorder was installed in this process already.
-    #[error("a metrics recorder is installed already")]
-    MetricsInstalled,
     /// Binding the listen address or serving failed.
     #[error("listening failed")]
     Io(#[from] std::io::Error),

@@ -1,25 +1,34 @@
 //! The books API server: `cargo run --release -- --help`.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use books_api::{LogFormat, Operations, Options};
 use clap::Parser;
 use tokio::net::TcpListener;
+use tracing::Level;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 fn main() -> ExitCode {
     let options = Options::parse();
+    // `RUST_LOG` as targets and levels (`info`, `warn,books_core=debug`): tracing's
+    // `Targets`, not `EnvFilter`, whose regex engine would double the first build's wait.
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|directives| directives.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(Level::INFO));
+    // A closed stderr (a log collector gone) must not take requests down: by default the
+    // subscriber reports failed writes with `eprintln!`, which panics then.
     let logs = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
+        .with_ansi(std::io::stderr().is_terminal())
+        .log_internal_errors(false);
     match options.log_format {
-        LogFormat::Human => logs.init(),
-        LogFormat::Json => logs.json().init(),
+        LogFormat::Human => logs.finish().with(filter).init(),
+        LogFormat::Json => logs.json().finish().with(filter).init(),
     }
     match run(options) {
         Ok(()) => ExitCode::SUCCESS,
@@ -46,12 +55,17 @@ async fn run(options: Options) -> Result<(), books_api::Error> {
         metrics: None,
     };
     if options.metrics {
-        let handle = books_api::install_metrics(options.metrics_listen, store)?;
-        if options.metrics_listen.is_none() {
-            operations.metrics = Some(handle);
+        let handle = books_api::install_metrics(store)?;
+        match options.metrics_listen {
+            Some(address) => {
+                let listener = TcpListener::bind(address).await?;
+                tokio::spawn(books_api::serve_metrics(listener, handle));
+            }
+            None => operations.metrics = Some(handle),
         }
     }
-    println!(
+    let _ = writeln!(
+        std::io::stdout(),
         "books API listening on http://{local}{} (base URL {})",
         api.config().prefix(),
         api.config().base_url()

@@ -1,15 +1,21 @@
 //! What an operator asks the server outside the API: `/livez`, `/readyz` and `/metrics`.
 
-use std::net::SocketAddr;
+use std::convert::Infallible;
+use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
 use books_core::BooksApi;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tokio::net::TcpListener;
 use warp::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use warp::http::{Method, StatusCode};
 
-use crate::{DemoStore, Error};
+use crate::{DemoStore, Error, Limits};
 
 /// Liveness: answers 200 while the process serves requests at all.
 pub const LIVEZ: &str = "/livez";
@@ -17,6 +23,9 @@ pub const LIVEZ: &str = "/livez";
 pub const READYZ: &str = "/readyz";
 /// Prometheus metrics, when they are served on the API's own address.
 pub const METRICS: &str = "/metrics";
+
+/// The Prometheus text exposition format.
+const PROMETHEUS_TEXT: HeaderValue = HeaderValue::from_static("text/plain; version=0.0.4");
 
 /// Histogram buckets (seconds) for request and store latencies: 100 µs to 10 s.
 const BUCKETS: [f64; 14] = [
@@ -78,8 +87,7 @@ impl Operations {
             METRICS => {
                 let body = self.metrics.as_ref().map(PrometheusHandle::render);
                 let mut response = text(StatusCode::OK, body.unwrap_or_default());
-                let content_type = HeaderValue::from_static("text/plain; version=0.0.4");
-                response.headers_mut().insert(CONTENT_TYPE, content_type);
+                response.headers_mut().insert(CONTENT_TYPE, PROMETHEUS_TEXT);
                 response
             }
             _ => text(StatusCode::OK, "ok\n"),
@@ -99,25 +107,13 @@ fn text(status: StatusCode, body: impl Into<String>) -> Response {
     response
 }
 
-/// Installs the process's Prometheus recorder. With `listen`, its own HTTP listener
-/// serves the metrics there (any path) and the handle is for tests; without, serve the
-/// handle at [`METRICS`] through [`Operations`]. Either way a task refreshes the pool
-/// gauges of `store` and the exporter's histograms every second.
-pub fn install_metrics(
-    listen: Option<SocketAddr>,
-    store: Arc<dyn DemoStore>,
-) -> Result<PrometheusHandle, Error> {
-    let builder = PrometheusBuilder::new().set_buckets(&BUCKETS)?;
-    let handle = match listen {
-        Some(address) => {
-            let (recorder, exporter) = builder.with_http_listener(address).build()?;
-            let handle = recorder.handle();
-            metrics::set_global_recorder(recorder).map_err(|_| Error::MetricsInstalled)?;
-            tokio::spawn(exporter);
-            handle
-        }
-        None => builder.install_recorder()?,
-    };
+/// Installs the process's Prometheus recorder and starts a task that refreshes the pool
+/// gauges of `store` and the exporter's histograms every second. Serve the handle at
+/// [`METRICS`] through [`Operations`], or on an address of its own with [`serve_metrics`].
+pub fn install_metrics(store: Arc<dyn DemoStore>) -> Result<PrometheusHandle, Error> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets(&BUCKETS)?
+        .install_recorder()?;
     let upkeep = handle.clone();
     tokio::spawn(async move {
         let mut every = tokio::time::interval(Duration::from_secs(1));
@@ -128,4 +124,26 @@ pub fn install_metrics(
         }
     });
     Ok(handle)
+}
+
+/// Answers every request on `listener` with the metrics (any path, like Prometheus
+/// exporters' own listeners), with the API's header timeout.
+pub async fn serve_metrics(listener: TcpListener, handle: PrometheusHandle) -> io::Result<()> {
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(Limits::default().header_timeout);
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let handle = handle.clone();
+        let service = service_fn(move |_: hyper::Request<Incoming>| {
+            let mut response = text(StatusCode::OK, handle.render());
+            response.headers_mut().insert(CONTENT_TYPE, PROMETHEUS_TEXT);
+            std::future::ready(Ok::<_, Infallible>(response))
+        });
+        let connection = builder.serve_connection(TokioIo::new(stream), service);
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+    }
 }

@@ -144,7 +144,7 @@ impl BooksApi {
             ),
             None => (Routed::NotFound, UNMATCHED),
         };
-        tracing::Span::current().record("route", template);
+        tracing::Span::current().record("route", tracing::field::display(template));
         if let Routed::Options(allow) = routed {
             let mut response = Response::new(Bytes::new());
             *response.status_mut() = StatusCode::NO_CONTENT;

@@ -1,0 +1,550 @@
+//! What an operator meets: readiness while PostgreSQL stops and starts again, metrics
+//! scraped after real requests, request ids in answers and logs, load shedding, start-up
+//! errors and the conventional `PORT` and `DATABASE_URL`. The real binary runs wherever
+//! the process itself matters (logs, exit codes, environment).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command as StdCommand, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use books_api::{Limits, Operations};
+use books_core::{BooksApi, Config};
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::process::{Child, ChildStderr, Command};
+
+const BIN: &str = env!("CARGO_BIN_EXE_books-api");
+
+/// Sends one request on a new connection.
+async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Response<Bytes> {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(connection);
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr.to_string());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = sender
+        .send_request(request.body(Full::new(Bytes::new())).unwrap())
+        .await
+        .expect("answer");
+    let (parts, body) = response.into_parts();
+    Response::from_parts(parts, body.collect().await.unwrap().to_bytes())
+}
+
+async fn status(addr: SocketAddr, path: &str) -> u16 {
+    send(addr, "GET", path, &[]).await.status().as_u16()
+}
+
+/// Polls `path` until it answers `want`, for up to `within`.
+async fn wait_for(addr: SocketAddr, path: &str, want: u16, within: Duration) {
+    let started = Instant::now();
+    loop {
+        let got = status(addr, path).await;
+        if got == want {
+            return;
+        }
+        assert!(started.elapsed() < within, "{path} still {got}, not {want}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn scratch_sqlite() -> String {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("operations-tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let path = dir.join(format!("{}-{n}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    format!("sqlite://{}", path.display())
+}
+
+/// The binary with no `BOOKS_*`, `PORT` or `DATABASE_URL` from this environment.
+fn binary() -> Command {
+    let mut command = Command::new(BIN);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("BOOKS_") || name == "PORT" || name == "DATABASE_URL" {
+            command.env_remove(name);
+        }
+    }
+    command.kill_on_drop(true);
+    command
+}
+
+/// Starts `command` and waits for its "listening on" line; stderr stays readable.
+async fn spawn(mut command: Command) -> (Child, SocketAddr, BufReader<ChildStderr>) {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let addr = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                return rest.split('/').next().map(str::to_owned);
+            }
+        }
+        None
+    })
+    .await
+    .expect("the server starts")
+    .expect("a line: listening on http://ADDR/…");
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    (child, addr.parse().expect("an address"), stderr)
+}
+
+/// One Prometheus sample: the value of the line for `name` whose labels include `labels`.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().find_map(|line| {
+        let (series, value) = line.rsplit_once(' ')?;
+        let (metric, rest) = series.split_once('{').unwrap_or((series, "}"));
+        let rest = rest.strip_suffix('}')?;
+        let all = labels
+            .iter()
+            .all(|(k, v)| rest.split(',').any(|pair| pair == format!("{k}=\"{v}\"")));
+        (metric == name && all).then(|| value.parse().ok())?
+    })
+}
+
+/// Requests counted by route template and status, never by raw path; store calls,
+/// rejections, in-flight and pool gauges beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_by_route_template() {
+    let store = books_api::open_store(&scratch_sqlite()).await.unwrap();
+    let handle = books_api::install_metrics(store.clone()).expect("the only recorder");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let api = BooksApi::from_arc(store, Config::default().with_body_limit(16));
+    let operations = Operations {
+        metrics: Some(handle),
+        ..Operations::default()
+    };
+    tokio::spawn(books_api::serve_with(
+        listener,
+        api,
+        Limits::default(),
+        operations,
+        std::future::pending(),
+    ));
+    for id in [1, 2, 3] {
+        assert_eq!(status(addr, &format!("/api/books/{id}")).await, 404);
+    }
+    for _ in 0..2 {
+        assert_eq!(status(addr, "/api/books?page=1").await, 200);
+    }
+    let delete = send(addr, "DELETE", "/api/books/delete/9", &[]).await;
+    assert_eq!(delete.status(), 404);
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (_read, mut write) = stream.into_split();
+    write
+        .write_all(b"POST /api/books HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+        .await
+        .unwrap();
+    // The 413 for the declared length lands in the counters before the next scrape.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let started = Instant::now();
+    let text = loop {
+        let scraped = send(addr, "GET", "/metrics", &[]).await;
+        assert_eq!(scraped.status(), 200);
+        let text = String::from_utf8(scraped.body().to_vec()).unwrap();
+        if text.contains("books_db_pool_connections") || started.elapsed() > Duration::from_secs(5)
+        {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let requests = |method, route, status| {
+        let labels = [("method", method), ("route", route), ("status", status)];
+        sample(&text, "books_http_requests_total", &labels)
+    };
+    assert_eq!(requests("GET", "/books/{id}", "404"), Some(3.0), "{text}");
+    assert_eq!(requests("GET", "/books", "200"), Some(2.0), "{text}");
+    assert_eq!(requests("DELETE", "/books/delete/{id}", "404"), Some(1.0));
+    assert_eq!(requests("POST", "/books", "413"), Some(1.0), "{text}");
+    assert!(
+        !text.contains("route=\"/books/1\""),
+        "raw paths are never labels"
+    );
+    let durations = [("method", "GET"), ("route", "/books"), ("status", "200")];
+    assert_eq!(
+        sample(
+            &text,
+            "books_http_request_duration_seconds_count",
+            &durations
+        ),
+        Some(2.0)
+    );
+    let get = [("operation", "get"), ("outcome", "ok")];
+    assert_eq!(
+        sample(&text, "books_store_operation_duration_seconds_count", &get),
+        Some(3.0)
+    );
+    let list = [("operation", "list"), ("outcome", "ok")];
+    assert_eq!(
+        sample(&text, "books_store_operation_duration_seconds_count", &list),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "books_http_rejections_total",
+            &[("reason", "body_limit")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "books_http_requests_in_flight", &[]),
+        Some(0.0)
+    );
+    let readers = [("pool", "sqlite_readers"), ("state", "idle")];
+    assert!(sample(&text, "books_db_pool_connections", &readers).is_some_and(|n| n >= 1.0));
+    let writer = [("pool", "sqlite_writer")];
+    assert_eq!(
+        sample(&text, "books_db_pool_max_connections", &writer),
+        Some(1.0)
+    );
+}
+
+/// A PostgreSQL cluster of this test's own (initdb in a scratch directory), so stopping
+/// it disturbs no other test.
+struct PrivatePostgres {
+    dir: PathBuf,
+    port: u16,
+}
+
+impl PrivatePostgres {
+    fn tool(name: &str) -> PathBuf {
+        let bindir = StdCommand::new("pg_config").arg("--bindir").output();
+        let bindir = bindir.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        Path::new(&bindir.unwrap_or_default()).join(name)
+    }
+
+    /// Runs a PostgreSQL tool, as the `postgres` user when we are root (PostgreSQL
+    /// refuses to run as root).
+    fn run(name: &str, args: &[&str]) -> bool {
+        let tool = Self::tool(name);
+        let root = StdCommand::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| o.stdout == b"0\n");
+        let mut command = if root {
+            let mut command = StdCommand::new("runuser");
+            command.args(["-u", "postgres", "--"]).arg(tool);
+            command
+        } else {
+            StdCommand::new(tool)
+        };
+        command
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    async fn start() -> Option<Self> {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .await
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let dir = std::env::temp_dir().join(format!("books-pg-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let _ = StdCommand::new("chown")
+            .args(["postgres:postgres"])
+            .arg(&dir)
+            .status();
+        let data = dir.join("data");
+        let data = data.to_str()?;
+        let pg = Self { dir, port };
+        let initialised = Self::run("initdb", &["-D", data, "-A", "trust", "-U", "postgres"]);
+        (initialised && pg.up()).then_some(pg)
+    }
+
+    fn data(&self) -> String {
+        self.dir.join("data").display().to_string()
+    }
+
+    fn up(&self) -> bool {
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1",
+            self.port,
+            self.dir.display()
+        );
+        Self::run(
+            "pg_ctl",
+            &["-D", &self.data(), "-o", &options, "-w", "-s", "start"],
+        )
+    }
+
+    fn down(&self) -> bool {
+        Self::run(
+            "pg_ctl",
+            &["-D", &self.data(), "-m", "fast", "-w", "-s", "stop"],
+        )
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for PrivatePostgres {
+    fn drop(&mut self) {
+        Self::run(
+            "pg_ctl",
+            &["-D", &self.data(), "-m", "immediate", "-s", "stop"],
+        );
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `/readyz` turns 503 when PostgreSQL stops and 200 when it is back; `/livez` stays
+/// 200 throughout; API reads get 503 with `Retry-After` meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_postgres_down_and_up() {
+    let Some(pg) = PrivatePostgres::start().await else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true: a private PostgreSQL cluster (initdb, pg_ctl from pg_config --bindir) is required"
+        );
+        eprintln!(
+            "!!! SKIPPED readiness_follows_postgres_down_and_up: cannot run initdb/pg_ctl here"
+        );
+        return;
+    };
+    let mut command = binary();
+    command.args(["--listen", "127.0.0.1:0", "--database-url", &pg.url()]);
+    command
+        .args(["--ready-timeout-ms", "1000"])
+        .env("RUST_LOG", "warn");
+    let (_server, addr, _) = spawn(command).await;
+    assert_eq!(status(addr, "/readyz").await, 200);
+    assert_eq!(status(addr, "/livez").await, 200);
+    assert_eq!(status(addr, "/api/books").await, 200);
+
+    assert!(pg.down(), "pg_ctl stop");
+    wait_for(addr, "/readyz", 503, Duration::from_secs(10)).await;
+    let ready = send(addr, "GET", "/readyz", &[]).await;
+    assert_eq!(ready.headers()["retry-after"], "1");
+    assert_eq!(status(addr, "/livez").await, 200);
+    let list = send(addr, "GET", "/api/books", &[]).await;
+    assert_eq!(list.status(), 503);
+    assert_eq!(list.headers()["retry-after"], "1");
+
+    assert!(pg.up(), "pg_ctl start");
+    wait_for(addr, "/readyz", 200, Duration::from_secs(20)).await;
+    assert_eq!(status(addr, "/api/books").await, 200);
+}
+
+/// The request id is in the answer, the problem body and the request's log lines (no
+/// ANSI colours: stderr is a pipe here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_ids_reach_the_logs() {
+    let mut command = binary();
+    command.args(["--listen", "127.0.0.1:0", "--database-url", "memory"]);
+    command.env("RUST_LOG", "info");
+    let (_server, addr, stderr) = spawn(command).await;
+    let reply = send(
+        addr,
+        "GET",
+        "/api/books/999",
+        &[("x-request-id", "trace-42")],
+    )
+    .await;
+    assert_eq!(reply.status(), 404);
+    assert_eq!(reply.headers()["x-request-id"], "trace-42");
+    let problem: serde_json::Value = serde_json::from_slice(reply.body()).unwrap();
+    assert_eq!(problem["instance"], "urn:request:trace-42");
+
+    let mut lines = stderr.lines();
+    let line = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if line.contains("trace-42") {
+                return line;
+            }
+        }
+        panic!("the server's stderr ended");
+    })
+    .await
+    .expect("a log line with the request id");
+    for part in [
+        "id=trace-42",
+        "method=GET",
+        "route=/books/{id}",
+        "status=404",
+        "latency_us=",
+    ] {
+        assert!(line.contains(part), "{part} in {line:?}");
+    }
+    assert!(
+        !line.contains('\u{1b}'),
+        "no ANSI colours into a pipe: {line:?}"
+    );
+}
+
+/// Past `max_in_flight` the excess gets 503 + `Retry-After` at once, the operator
+/// endpoints still answer, and requests are admitted again once one finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn excess_requests_are_shed_at_once() {
+    let store = books_api::open_store("memory").await.unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let limits = Limits {
+        max_in_flight: 1,
+        ..Limits::default()
+    };
+    let api = BooksApi::from_arc(store, Config::default());
+    tokio::spawn(books_api::serve(
+        listener,
+        api,
+        limits,
+        std::future::pending(),
+    ));
+
+    // A write whose body trickles in holds the one place.
+    let mut slow = TcpStream::connect(addr).await.unwrap();
+    let head = "POST /api/books HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                Content-Length: 2\r\n\r\n{";
+    slow.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let shed = loop {
+        let reply = send(addr, "GET", "/api/books", &[("x-request-id", "shed-1")]).await;
+        if reply.status() == 503 || started.elapsed() > Duration::from_secs(5) {
+            break reply;
+        }
+    };
+    assert_eq!(shed.status(), 503);
+    assert_eq!(shed.headers()["retry-after"], "1");
+    assert_eq!(shed.headers()["x-request-id"], "shed-1");
+    let problem: serde_json::Value = serde_json::from_slice(shed.body()).unwrap();
+    assert_eq!(problem["status"], 503);
+    assert_eq!(problem["instance"], "urn:request:shed-1");
+    assert_eq!(status(addr, "/readyz").await, 200);
+    assert_eq!(status(addr, "/livez").await, 200);
+
+    slow.write_all(b"}").await.unwrap();
+    wait_for(addr, "/api/books", 200, Duration::from_secs(5)).await;
+}
+
+/// Start-up errors print the message and each cause on a line of its own and exit 1.
+#[tokio::test]
+async fn startup_errors_are_messages_not_debug_structs() {
+    let output = binary()
+        .args(["--listen", "127.0.0.1:0", "--database-url", "bogus://x"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(
+        stderr,
+        "error: unsupported database URL \"bogus://x\" (expected sqlite:…, postgres://…, or memory)\n"
+    );
+
+    let missing = "sqlite:///nonexistent-directory/books.db?mode=rw";
+    let output = binary()
+        .args(["--listen", "127.0.0.1:0", "--database-url", missing])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    let lines: Vec<_> = stderr.lines().collect();
+    assert_eq!(lines.first(), Some(&"error: database error"), "{stderr}");
+    assert!(
+        lines.len() >= 2 && lines[1].starts_with("  caused by: "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Database("), "{stderr}");
+}
+
+/// `DATABASE_URL` and `PORT` are fall-backs after the `BOOKS_*` variables.
+#[tokio::test]
+async fn database_url_and_port_are_fallbacks() {
+    let output = binary()
+        .args(["--listen", "127.0.0.1:0"])
+        .env("DATABASE_URL", "bogus://from-database-url")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("bogus://from-database-url"), "{stderr}");
+
+    let mut command = binary();
+    command
+        .env("DATABASE_URL", "bogus://from-database-url")
+        .env("BOOKS_DATABASE_URL", "memory")
+        .env("PORT", "0");
+    let (_server, addr, _) = spawn(command).await;
+    assert!(
+        addr.ip().is_unspecified(),
+        "PORT listens on all interfaces: {addr}"
+    );
+    let local = SocketAddr::from(([127, 0, 0, 1], addr.port()));
+    assert_eq!(
+        status(local, "/api/ping").await,
+        200,
+        "BOOKS_DATABASE_URL wins"
+    );
+}
+
+/// `--metrics-listen` moves `/metrics` to an address of its own (any path answers there).
+#[tokio::test]
+async fn metrics_can_listen_apart() {
+    let free = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics_addr = free.local_addr().unwrap();
+    drop(free);
+    let mut command = binary();
+    command.args(["--listen", "127.0.0.1:0", "--database-url", "memory"]);
+    command.args(["--metrics-listen", &metrics_addr.to_string()]);
+    let (_server, addr, _) = spawn(command).await;
+    assert_eq!(status(addr, "/api/ping").await, 200);
+    assert_eq!(
+        status(addr, "/metrics").await,
+        404,
+        "not on the API's address"
+    );
+    let scraped = send(metrics_addr, "GET", "/anything", &[]).await;
+    assert_eq!(scraped.status(), 200);
+    let text = String::from_utf8(scraped.body().to_vec()).unwrap();
+    let ping = [("method", "GET"), ("route", "/ping"), ("status", "200")];
+    assert_eq!(
+        sample(&text, "books_http_requests_total", &ping),
+        Some(1.0),
+        "{text}"
+    );
+}
+
+/// A log collector that went away (stderr closed) does not take requests down with it.
+#[tokio::test]
+async fn closed_stderr_does_not_break_requests() {
+    let mut command = binary();
+    command.args(["--listen", "127.0.0.1:0", "--database-url", "memory"]);
+    command.env("RUST_LOG", "info");
+    let (_server, addr, stderr) = spawn(command).await;
+    drop(stderr);
+    for _ in 0..3 {
+        assert_eq!(status(addr, "/api/books/1").await, 200);
+    }
+}
