@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Load runs over loopback: the example server beside bare-hyper and bare-warp baselines
+"""Load runs over loopback: the server beside bare-hyper and bare-warp baselines
 that answer the same paths with the same bytes.
 
     python3 scripts/load.py [--rounds 3] [--seconds 5] [--stores memory,sqlite,postgres]
     python3 scripts/load.py --bindings [--rounds 3] [--seconds 5]
+    python3 scripts/load.py --metrics-cost [--rounds 3] [--seconds 5]
+    python3 scripts/load.py --shedding [--books 200000] [--seconds 5]
 
 Builds the release binaries, installs wrk (apt) and oha (cargo) if missing, pins every
 server to core 0 with one runtime thread (TOKIO_WORKER_THREADS=1) and the load
@@ -12,6 +14,15 @@ report: requests/s, server CPU time per request (from /proc/PID/stat), latency, 
 median ratio to the baselines over the rounds; then p50/p99 at a fixed rate of 50% and
 80% of the measured peak (oha, latency-corrected), and RSS idle / after 64 and 1,000
 keep-alive connections. Everything stays on 127.0.0.1 and every run is bounded.
+
+`--metrics-cost` compares the server with metrics off and on (recorder installed), memory
+store, ping and list, interleaved in each round.
+
+`--shedding` fills a SQLite file with `--books` rows (default 200,000), measures the
+capacity for the last page (wrk, 4 connections), then offers 2x and 4x that rate open-loop
+(64 keep-alive connections, latency from each request's scheduled start) to the server
+without a bound on requests in flight and with `--max-in-flight 8`: p50/p99 of admitted
+(200) answers, the share shed (503) and how fast a 503 comes.
 
 `--bindings` instead compares the bindings (warp filter, tower Service, axum Router; the
 `bindings` example, one connection loop for all, memory store) with bare hyper serving
@@ -198,16 +209,141 @@ def bindings(args):
             proc.wait()
 
 
+def metrics_cost(args):
+    """CPU per request with metrics off and on, side by side in every round."""
+    ports = {"off": 18086, "on": 18087}
+    procs = {}
+    try:
+        for mode, port in ports.items():
+            procs[mode] = start([SERVER, "--listen", f"127.0.0.1:{port}", "--database-url", "memory",
+                                 "--metrics", "true" if mode == "on" else "false"], port)
+        results = {}
+        for _ in range(args.rounds):
+            for name, path in PATHS.items():
+                for mode, port in ports.items():
+                    results.setdefault((name, mode), []).append(measure(procs[mode], port, path, args.seconds))
+        print(f"{args.rounds} rounds x {args.seconds}s, wrk -t1 -c32, server on core 0 (one runtime thread).\n")
+        print("| path | metrics | req/s (median) | CPU µs/req (median) | on/off CPU ratio |")
+        print("|---|---|---|---|---|")
+        for (name, mode), rs in results.items():
+            pairs = zip(rs, results[(name, "off")])
+            ratio = statistics.median(a["cpu_us"] / b["cpu_us"] for a, b in pairs)
+            print(f"| {name} | {mode} | {statistics.median(r['rps'] for r in rs):,.0f} | "
+                  f"{statistics.median(r['cpu_us'] for r in rs):.1f} | {ratio:.3f}x |")
+    finally:
+        for proc in procs.values():
+            proc.terminate()
+            proc.wait()
+
+
+async def open_loop(port, path, rate, seconds, connections=64):
+    """Requests at a fixed rate over keep-alive connections; (status, seconds) each, the
+    latency counted from when the request was due (so client-side waits count too)."""
+    import asyncio
+    queue, results = asyncio.Queue(), []
+
+    async def worker():
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        while (due := await queue.get()) is not None:
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            await writer.drain()
+            status = int((await reader.readline()).split()[1])
+            length = 0
+            while (line := await reader.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            await reader.readexactly(length)
+            results.append((status, time.monotonic() - due))
+        writer.close()
+
+    workers = [asyncio.create_task(worker()) for _ in range(connections)]
+    begin = time.monotonic() + 0.2
+    for i in range(int(rate * seconds)):
+        due = begin + i / rate
+        if (wait := due - time.monotonic()) > 0:
+            await asyncio.sleep(wait)
+        queue.put_nowait(due)
+    for _ in workers:
+        queue.put_nowait(None)
+    await asyncio.wait_for(asyncio.gather(*workers), timeout=120)
+    return results
+
+
+def fill_sqlite(path, books):
+    import sqlite3
+    db = sqlite3.connect(path, timeout=30)
+    db.execute("BEGIN")
+    db.executemany("INSERT INTO books (title, author_id, year, created_at, updated_at) "
+                   "VALUES (?, 1, 2020, '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
+                   ((f"Book {i}",) for i in range(books)))
+    db.execute("COMMIT")
+    db.close()
+
+
+def shedding(args):
+    import asyncio
+    tmp = tempfile.mkdtemp(prefix="books-shedding-")
+    url = f"sqlite://{tmp}/shed.db"
+    port = 18088
+    setup = start([SERVER, "--listen", f"127.0.0.1:{port}", "--database-url", url], port)
+    fill_sqlite(f"{tmp}/shed.db", args.books)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/books") as r:
+        last = json.loads(r.read())["meta"]["totalPages"]
+    setup.terminate()
+    setup.wait()
+    path = f"/api/books?page={last}"
+    bounds = {"unbounded": "1000000", "bounded (8)": "8"}
+    report = [f"SQLite, {args.books:,} books, `GET {path}` (the last page); server on core 0 "
+              f"(one runtime thread), load on core 1; {args.seconds}s per run, 64 connections.", ""]
+    rows, capacity = [], None
+    for name, bound in bounds.items():
+        proc = start([SERVER, "--listen", f"127.0.0.1:{port}", "--database-url", url,
+                      "--max-in-flight", bound, "--metrics", "false"], port)
+        try:
+            # One capacity for both runs (measured unbounded, where nothing is shed).
+            capacity = capacity or wrk_capacity(port, path, args.seconds)
+            for factor in (2, 4):
+                results = asyncio.run(open_loop(port, path, capacity * factor, args.seconds))
+                ok = sorted(t for s, t in results if s == 200)
+                shed = sorted(t for s, t in results if s == 503)
+                pct = lambda xs, q: f"{xs[min(len(xs) - 1, int(q * len(xs)))] * 1e3:,.0f}" if xs else "–"
+                rows.append(f"| {name} | {factor}x ({capacity * factor:,.0f}/s) | {len(results):,} | "
+                            f"{pct(ok, 0.5)} | {pct(ok, 0.99)} | {len(shed) / max(len(results), 1):.0%} | "
+                            f"{pct(shed, 0.5)} | {pct(shed, 0.99)} |")
+        finally:
+            proc.terminate()
+            proc.wait()
+    report.append(f"Capacity: {capacity:,.0f} req/s (wrk -c4, {args.seconds}s, unbounded server).")
+    report += ["", "| in flight | offered | requests | admitted p50 ms | admitted p99 ms | shed | 503 p50 ms | 503 p99 ms |",
+               "|---|---|---|---|---|---|---|---|", *rows]
+    print("\n".join(report))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def wrk_capacity(port, path, seconds):
+    cmd = ["taskset", "-c", "1", "wrk", "-t1", "-c4", f"-d{seconds}s", f"http://127.0.0.1:{port}{path}"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return float(next(l for l in out.splitlines() if l.startswith("Requests/sec")).split()[1])
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--stores", default="memory,sqlite,postgres")
     parser.add_argument("--bindings", action="store_true")
+    parser.add_argument("--metrics-cost", action="store_true")
+    parser.add_argument("--shedding", action="store_true")
+    parser.add_argument("--books", type=int, default=200_000)
     args = parser.parse_args()
-    ensure_tools(fixed_rate=not args.bindings)
+    ensure_tools(fixed_rate=not (args.bindings or args.metrics_cost or args.shedding))
     if args.bindings:
         return bindings(args)
+    if args.metrics_cost:
+        return metrics_cost(args)
+    if args.shedding:
+        return shedding(args)
     tmp = tempfile.mkdtemp(prefix="books-load-")
     lua = os.path.join(tmp, "post.lua")
     with open(lua, "w") as f:
