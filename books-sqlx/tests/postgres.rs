@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use books_core::BookStore;
 use books_core::testing::InProcess;
-use books_core::{BooksApi, Config};
+use books_core::{BooksApi, Config, StoreError};
 use books_sqlx::sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use books_sqlx::sqlx::{self, AssertSqlSafe, Connection, PgConnection};
 use books_sqlx::{MIGRATIONS_TABLE, PostgresStore};
@@ -217,6 +217,10 @@ async fn unreachable_server_is_503_then_recovers() {
         started.elapsed()
     );
     assert_eq!(get(&api, "/api/ping").await, 200);
+    assert!(
+        matches!(api.ready().await, Err(StoreError::Unavailable(_))),
+        "not ready while nothing listens"
+    );
 
     let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
     let proxy = tokio::spawn(async move {
@@ -231,6 +235,7 @@ async fn unreachable_server_is_503_then_recovers() {
     });
     assert_eq!(get(&api, "/api/books").await, 200);
     assert_eq!(get(&api, "/api/books/1").await, 404);
+    api.ready().await.expect("ready once the server answers");
     proxy.abort();
 }
 
