@@ -52,7 +52,7 @@ async fn fixture() -> Fixture {
 }
 
 fn get(path: &str, accept: Option<&str>) -> Request<String> {
-    let mut request = Request::get(path);
+    let mut request = Request::get(path).header("x-request-id", REQUEST_ID);
     if let Some(accept) = accept {
         request = request.header("accept", accept);
     }
@@ -61,6 +61,7 @@ fn get(path: &str, accept: Option<&str>) -> Request<String> {
 
 fn post(body: String) -> Request<String> {
     Request::post("/api/books")
+        .header("x-request-id", REQUEST_ID)
         .header("content-type", "application/x-www-form-urlencoded")
         .body(body)
         .unwrap()

@@ -56,6 +56,7 @@ fn records(include: bool) -> Vec<BookRecord> {
     } else {
         "/api/books"
     })
+    .header("x-request-id", REQUEST_ID)
     .body(String::new())
     .unwrap();
     let body = api.handle(request).now_or_never().unwrap().into_body();
@@ -77,7 +78,7 @@ fn records(include: bool) -> Vec<BookRecord> {
 }
 
 fn with(path: &str, accept: Option<&str>) -> (BooksApi, Request<String>) {
-    let mut request = Request::get(path);
+    let mut request = Request::get(path).header("x-request-id", REQUEST_ID);
     if let Some(accept) = accept {
         request = request.header("accept", accept);
     }
@@ -86,6 +87,7 @@ fn with(path: &str, accept: Option<&str>) -> (BooksApi, Request<String>) {
 
 fn posting(body: &str) -> (BooksApi, Request<String>) {
     let request = Request::post("/api/books")
+        .header("x-request-id", REQUEST_ID)
         .header("content-type", "application/x-www-form-urlencoded")
         .body(body.to_owned())
         .unwrap();

@@ -177,7 +177,12 @@ fn bench(c: &mut Criterion) {
         .pragma_update(None, "foreign_keys", "ON")
         .unwrap();
     let handle = |request: Request<String>| runtime.block_on(api.handle(request));
-    let get = |path: &str| Request::get(path).body(String::new()).unwrap();
+    let get = |path: &str| {
+        Request::get(path)
+            .header("x-request-id", REQUEST_ID)
+            .body(String::new())
+            .unwrap()
+    };
 
     same(
         &handle(get("/api/books?include=author")),
@@ -195,6 +200,7 @@ fn bench(c: &mut Criterion) {
     let valid = format!("title=Dune&author_id={author}&year=2021");
     let post = || {
         Request::post("/api/books")
+            .header("x-request-id", REQUEST_ID)
             .header("content-type", "application/x-www-form-urlencoded")
             .body(valid.clone())
             .unwrap()

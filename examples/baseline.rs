@@ -1,5 +1,5 @@
 //! Load-test baselines: answers given paths with precomputed bytes, from bare hyper or
-//! bare warp, with the example server's socket settings (TCP_NODELAY, HTTP/1.1, same
+//! bare warp, with the server's socket settings (TCP_NODELAY, HTTP/1.1, same
 //! runtime). Used by `scripts/load.py`; not an example to copy.
 //!
 //! `baseline <hyper|warp> <listen> <path>=<status>:<content-type>:<body file> ...`

@@ -1,6 +1,6 @@
 //! The books API mounted beside a host's own warp route: `cargo run --example warp`, then
 //! `curl localhost:3030/api/books` and `curl localhost:3030/hello/you`.
-//! (`warp::serve` keeps this short; the `server` example adds timeouts and graceful shutdown.)
+//! (`warp::serve` keeps this short; the server, `src/main.rs`, adds timeouts, shedding and graceful shutdown.)
 
 use books_core::{BooksApi, Config};
 use books_memstore::MemStore;

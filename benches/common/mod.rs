@@ -12,6 +12,10 @@ use serde::Serialize;
 
 pub const BASE: &str = "http://localhost:8080";
 
+/// The request id every bench request sends (the API echoes it; generating one instead
+/// costs a hash and a 16-digit format).
+pub const REQUEST_ID: &str = "bench-1";
+
 /// Asserts two responses are byte-identical (status, headers, body).
 pub fn same(ours: &Response<Bytes>, floor: &Response<Bytes>) {
     assert_eq!(ours.status(), floor.status());
@@ -32,6 +36,20 @@ pub fn respond(status: StatusCode, content_type: &'static str, body: Vec<u8>) ->
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(VARY, HeaderValue::from_static("Accept"));
     headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
+    headers.insert("x-request-id", HeaderValue::from_static(REQUEST_ID));
+    response
+}
+
+/// `response` with the API's strong `ETag`: XXH3 of the media type, a zero byte and the body.
+pub fn tagged(mut response: Response<Bytes>) -> Response<Bytes> {
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    hasher.update(response.headers()[CONTENT_TYPE].as_bytes());
+    hasher.update(&[0]);
+    hasher.update(response.body());
+    let tag = format!("\"{:016x}\"", hasher.digest());
+    response
+        .headers_mut()
+        .insert(http::header::ETAG, HeaderValue::try_from(tag).unwrap());
     response
 }
 
@@ -106,11 +124,11 @@ pub fn book(record: &BookRecord, include: bool) -> Book<'_> {
 }
 
 pub fn floor_book(record: &BookRecord) -> Response<Bytes> {
-    respond(
+    tagged(respond(
         StatusCode::OK,
         "application/json",
         serde_json::to_vec(&book(record, false)).unwrap(),
-    )
+    ))
 }
 
 #[derive(Serialize)]
@@ -158,11 +176,11 @@ pub fn floor_list(records: &[BookRecord], include: bool, total: u64) -> Response
             next: (total > 20).then(|| link(2)),
         },
     };
-    respond(
+    tagged(respond(
         StatusCode::OK,
         "application/json",
         serde_json::to_vec(&page).unwrap(),
-    )
+    ))
 }
 
 pub fn floor_created(record: &BookRecord) -> Response<Bytes> {
@@ -188,6 +206,7 @@ pub struct Problem {
     title: &'static str,
     status: u16,
     detail: &'static str,
+    instance: String,
     errors: Errors,
 }
 
@@ -197,6 +216,7 @@ pub fn floor_invalid() -> Response<Bytes> {
         title: "Unprocessable Content",
         status: 422,
         detail: "The given data was invalid.",
+        instance: format!("urn:request:{REQUEST_ID}"),
         errors: Errors {
             title: ["The title field is required."],
             year: ["The year must be at least 2000."],

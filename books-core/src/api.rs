@@ -4,13 +4,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use chrono::Datelike;
-use http::header::{ALLOW, AUTHORIZATION, HeaderValue, LOCATION};
+use http::header::{ALLOW, AUTHORIZATION, CONTENT_TYPE, ETAG, HeaderValue, LOCATION};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
 use subtle::ConstantTimeEq;
 use tracing::Instrument;
 
 use crate::body;
+use crate::conditional;
 use crate::config::Config;
 use crate::metrics::{RequestTimer, store_call};
 use crate::negotiate::{Format, negotiate};
@@ -99,6 +100,9 @@ impl BooksApi {
             .respond(&parts, body, &id)
             .instrument(span.clone())
             .await;
+        if parts.method == Method::GET || parts.method == Method::HEAD {
+            conditional::not_modified_if_matching(&parts.headers, &mut response);
+        }
         if parts.method == Method::HEAD {
             *response.body_mut() = Bytes::new();
         }
@@ -300,7 +304,12 @@ impl BooksApi {
             meta,
             links,
         };
-        Ok(render::success(StatusCode::OK, format, "books", &view))
+        Ok(tagged(render::success(
+            StatusCode::OK,
+            format,
+            "books",
+            &view,
+        )))
     }
 
     async fn get(&self, id: Option<i64>, includes: Includes, format: Format) -> Handled {
@@ -309,7 +318,12 @@ impl BooksApi {
             .await?
             .ok_or_else(Problem::book_not_found)?;
         let view = BookView::new(&book, includes);
-        Ok(render::success(StatusCode::OK, format, "book", &view))
+        Ok(tagged(render::success(
+            StatusCode::OK,
+            format,
+            "book",
+            &view,
+        )))
     }
 
     /// `base_url` + prefix: where links start.
@@ -320,6 +334,17 @@ impl BooksApi {
             self.inner.config.prefix()
         )
     }
+}
+
+/// A book or page answer with its strong `ETag`.
+fn tagged(mut response: Response<Bytes>) -> Response<Bytes> {
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .map(HeaderValue::as_bytes);
+    let tag = conditional::etag(content_type.unwrap_or_default(), response.body());
+    response.headers_mut().insert(ETAG, tag);
+    response
 }
 
 /// Logs a store failure behind a problem, once, with the request's method and path (the

@@ -34,6 +34,7 @@
 
 mod api;
 mod body;
+mod conditional;
 mod config;
 pub mod demo;
 mod form;

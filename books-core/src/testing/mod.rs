@@ -197,6 +197,8 @@ macro_rules! http_contract_suite {
             echoed_include_xml_cannot_carry_is_replaced,
             json_integers_beyond_64_bits_fail_the_range_rule,
             request_ids_are_echoed_or_made,
+            reads_carry_strong_etags,
+            if_none_match_answers_304,
         );
     };
 }
