@@ -4,7 +4,7 @@ that answer the same paths with the same bytes.
 
     python3 scripts/load.py [--rounds 3] [--seconds 5] [--stores memory,sqlite,postgres]
     python3 scripts/load.py --bindings [--rounds 3] [--seconds 5]
-    python3 scripts/load.py --metrics-cost [--rounds 3] [--seconds 5]
+    python3 scripts/load.py --metrics-cost [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --shedding [--books 200000] [--seconds 5]
 
 Builds the release binaries, installs wrk (apt) and oha (cargo) if missing, pins every
@@ -210,11 +210,17 @@ def bindings(args):
 
 
 def metrics_cost(args):
-    """CPU per request with metrics off and on, side by side in every round."""
+    """CPU per request with metrics off and on (and, with --before, an older build of the
+    server), side by side in every round."""
     ports = {"off": 18086, "on": 18087}
+    if args.before:
+        ports["before"] = 18089
     procs = {}
     try:
         for mode, port in ports.items():
+            if mode == "before":
+                procs[mode] = start([args.before, "--listen", f"127.0.0.1:{port}", "--database-url", "memory"], port)
+                continue
             procs[mode] = start([SERVER, "--listen", f"127.0.0.1:{port}", "--database-url", "memory",
                                  "--metrics", "true" if mode == "on" else "false"], port)
         results = {}
@@ -223,7 +229,7 @@ def metrics_cost(args):
                 for mode, port in ports.items():
                     results.setdefault((name, mode), []).append(measure(procs[mode], port, path, args.seconds))
         print(f"{args.rounds} rounds x {args.seconds}s, wrk -t1 -c32, server on core 0 (one runtime thread).\n")
-        print("| path | metrics | req/s (median) | CPU µs/req (median) | on/off CPU ratio |")
+        print("| path | server | req/s (median) | CPU µs/req (median) | CPU ratio to metrics off |")
         print("|---|---|---|---|---|")
         for (name, mode), rs in results.items():
             pairs = zip(rs, results[(name, "off")])
@@ -336,6 +342,7 @@ def main():
     parser.add_argument("--metrics-cost", action="store_true")
     parser.add_argument("--shedding", action="store_true")
     parser.add_argument("--books", type=int, default=200_000)
+    parser.add_argument("--before", help="--metrics-cost: an older server binary to run beside")
     args = parser.parse_args()
     ensure_tools(fixed_rate=not (args.bindings or args.metrics_cost or args.shedding))
     if args.bindings:
