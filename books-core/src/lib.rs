@@ -1,7 +1,8 @@
 //! Framework-free core of the books API.
 //!
 //! [`BooksApi`] implements every route of the books-and-ping contract over
-//! [`http::Request`] and [`http::Response`]: routing (index and action schemes),
+//! [`http::Request`](https://docs.rs/http/1/http/request/struct.Request.html) and
+//! [`http::Response`](https://docs.rs/http/1/http/response/struct.Response.html): routing (index and action schemes),
 //! `Accept` negotiation (JSON and XML), body decoding (form, JSON, multipart),
 //! validation, pagination and RFC 9457 problem details. Storage sits behind the
 //! object-safe [`BookStore`] trait; bindings (warp, …) only convert types.

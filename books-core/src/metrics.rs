@@ -1,4 +1,4 @@
-//! Metrics through the [`metrics`] facade. Nothing is recorded unless the host installs
+//! Metrics through the [`metrics`](https://docs.rs/metrics/0.24) facade. Nothing is recorded unless the host installs
 //! a recorder (for Prometheus: `metrics-exporter-prometheus`, as the example server does).
 //!
 //! | name | kind | labels |
