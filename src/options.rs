@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::time::Duration;
 
-use books_core::{Config, RouteScheme};
+use books_core::{CacheLimits, Config, RouteScheme};
 use clap::{Parser, ValueEnum};
 
 /// The example server's configuration.
@@ -88,6 +88,14 @@ pub struct Options {
     #[arg(long, env = "BOOKS_READY_TIMEOUT_MS", default_value = "2000")]
     pub ready_timeout_ms: u64,
 
+    /// Rendered book and page answers kept for reuse while the data is unchanged (0: off).
+    #[arg(long, env = "BOOKS_CACHE_ENTRIES", default_value_t = CacheLimits::default().entries)]
+    pub cache_entries: usize,
+
+    /// Body bytes the cache of rendered answers may hold.
+    #[arg(long, env = "BOOKS_CACHE_BYTES", default_value_t = CacheLimits::default().bytes)]
+    pub cache_bytes: usize,
+
     /// Whether Prometheus metrics are recorded and served (`/metrics`).
     #[arg(long, env = "BOOKS_METRICS", default_value_t = true, action = clap::ArgAction::Set)]
     pub metrics: bool,
@@ -139,6 +147,10 @@ impl Options {
             .with_body_limit(self.body_limit)
             .with_write_token(self.write_token.as_deref())
             .with_openapi(self.openapi)
+            .with_cache((self.cache_entries > 0).then_some(CacheLimits {
+                entries: self.cache_entries,
+                bytes: self.cache_bytes,
+            }))
     }
 
     /// The server's timeouts.

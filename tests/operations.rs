@@ -201,7 +201,15 @@ async fn metrics_count_requests_by_route_template() {
     let list = [("operation", "list"), ("outcome", "ok")];
     assert_eq!(
         sample(&text, "books_store_operation_duration_seconds_count", &list),
-        Some(2.0)
+        Some(1.0),
+        "the second list is the cached answer"
+    );
+    let hits = [("outcome", "hit")];
+    assert_eq!(sample(&text, "books_cache_lookups_total", &hits), Some(1.0));
+    let misses = [("outcome", "miss")];
+    assert_eq!(
+        sample(&text, "books_cache_lookups_total", &misses),
+        Some(4.0)
     );
     assert_eq!(
         sample(

@@ -11,6 +11,7 @@ use subtle::ConstantTimeEq;
 use tracing::Instrument;
 
 use crate::body;
+use crate::cache::{Cache, Key};
 use crate::conditional;
 use crate::config::Config;
 use crate::metrics::{RequestTimer, store_call};
@@ -36,6 +37,8 @@ struct Inner {
     config: Config,
     /// The OpenAPI document as served, when the configuration serves it.
     openapi: Option<Bytes>,
+    /// Rendered answers, when the configuration caches.
+    cache: Option<Cache>,
 }
 
 type Handled = Result<Response<Bytes>, Problem>;
@@ -49,11 +52,13 @@ impl BooksApi {
     /// An API over a store that is already shared.
     pub fn from_arc(store: Arc<dyn BookStore>, config: Config) -> Self {
         let openapi = config.openapi().then(|| crate::openapi::served(&config));
+        let cache = config.cache().map(Cache::new);
         Self {
             inner: Arc::new(Inner {
                 store,
                 config,
                 openapi,
+                cache,
             }),
         }
     }
@@ -195,7 +200,7 @@ impl BooksApi {
                 self.inner.openapi.clone().unwrap_or_default(),
             )),
             Endpoint::List { action } => self.list(query, action, format).await,
-            Endpoint::Get(id) => self.get(id, query::includes(query)?, format).await,
+            Endpoint::Get(id) => self.get(id, query::includes(query)?, format, true).await,
             // Boxed: the write path's state (body, multipart, validation) would otherwise
             // make every read's future several times larger, and costlier to move.
             Endpoint::Create | Endpoint::Update(_) => {
@@ -240,10 +245,10 @@ impl BooksApi {
             if !store_call("update", self.inner.store.update(id, &input, now)).await? {
                 return Err(Problem::book_not_found());
             }
-            return self.get(Some(id), includes, format).await;
+            return self.get(Some(id), includes, format, false).await;
         }
         let id = store_call("create", self.inner.store.create(&input, now)).await?;
-        let mut response = self.get(Some(id), includes, format).await?;
+        let mut response = self.get(Some(id), includes, format, false).await?;
         *response.status_mut() = StatusCode::CREATED;
         let location = format!("{}/books/{id}", self.mount_url());
         let location = HeaderValue::try_from(location).map_err(|_| Problem::internal())?;
@@ -285,6 +290,23 @@ impl BooksApi {
 
     async fn list(&self, query: Option<&str>, action: bool, format: Format) -> Handled {
         let (page, includes) = query::page_and_includes(query)?;
+        let key = Key::List {
+            page,
+            author: includes.author,
+            action,
+            xml: format == Format::Xml,
+        };
+        self.cached(key, self.render_list(page, includes, action, format))
+            .await
+    }
+
+    async fn render_list(
+        &self,
+        page: u64,
+        includes: Includes,
+        action: bool,
+        format: Format,
+    ) -> Handled {
         let per_page = self.inner.config.page_size().get();
         let offset = Meta::offset(page, per_page);
         let found = store_call("list", self.inner.store.list(offset, per_page)).await?;
@@ -312,8 +334,29 @@ impl BooksApi {
         )))
     }
 
-    async fn get(&self, id: Option<i64>, includes: Includes, format: Format) -> Handled {
+    /// One book; `cached` reuses a rendered answer while the store's version holds
+    /// (writes reload fresh).
+    async fn get(
+        &self,
+        id: Option<i64>,
+        includes: Includes,
+        format: Format,
+        cached: bool,
+    ) -> Handled {
         let id = id.ok_or_else(Problem::book_not_found)?;
+        if !cached {
+            return self.render_book(id, includes, format).await;
+        }
+        let key = Key::Book {
+            id,
+            author: includes.author,
+            xml: format == Format::Xml,
+        };
+        self.cached(key, self.render_book(id, includes, format))
+            .await
+    }
+
+    async fn render_book(&self, id: i64, includes: Includes, format: Format) -> Handled {
         let book = store_call("get", self.inner.store.get(id))
             .await?
             .ok_or_else(Problem::book_not_found)?;
@@ -324,6 +367,28 @@ impl BooksApi {
             "book",
             &view,
         )))
+    }
+
+    /// The answer cached for `key` if the store's version (checked after this call) still
+    /// holds, else `render`'s, kept for the next read at that version. Only successes
+    /// are kept.
+    async fn cached(&self, key: Key, render: impl Future<Output = Handled>) -> Handled {
+        let Some(cache) = &self.inner.cache else {
+            return render.await;
+        };
+        let version = cache
+            .version(&self.inner.store)
+            .await
+            .map_err(Problem::from_store)?;
+        let Some(version) = version else {
+            return render.await;
+        };
+        if let Some(hit) = cache.get(&key, version) {
+            return Ok(hit);
+        }
+        let answer = render.await?;
+        cache.put(key, version, &answer);
+        Ok(answer)
     }
 
     /// `base_url` + prefix: where links start.

@@ -5,6 +5,7 @@ use std::num::NonZeroU32;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 
+use crate::cache::CacheLimits;
 use chrono::{DateTime, SubsecRound, Utc};
 
 /// A source of the current time: the year rule, timestamps and the extended ping read it.
@@ -106,13 +107,14 @@ pub struct Config {
     body_limit: usize,
     write_token: Option<Arc<str>>,
     openapi: bool,
+    cache: Option<CacheLimits>,
     clock: Arc<dyn Clock>,
 }
 
 impl Default for Config {
     /// Prefix `/api`, base URL `http://localhost:8080`, 20 books a page, both route
-    /// schemes, basic ping, a 64 KiB body limit, the OpenAPI document served and the
-    /// system clock.
+    /// schemes, basic ping, a 64 KiB body limit, the OpenAPI document served, the cache
+    /// of rendered answers on with its default limits, and the system clock.
     fn default() -> Self {
         Self {
             prefix: "/api".into(),
@@ -123,6 +125,7 @@ impl Default for Config {
             body_limit: 64 * 1024,
             write_token: None,
             openapi: true,
+            cache: Some(CacheLimits::default()),
             clock: Arc::new(SystemClock),
         }
     }
@@ -185,6 +188,16 @@ impl Config {
         self
     }
 
+    /// Bounds the cache of rendered book and page answers, or turns it off (`None`).
+    /// Answers are reused only while the store's [version](crate::BookStore::version)
+    /// holds, checked after each read arrives, so a read never returns data older than the
+    /// last write acknowledged before it started, whichever process wrote. Stores
+    /// without a version are never cached.
+    pub fn with_cache(mut self, limits: Option<CacheLimits>) -> Self {
+        self.cache = limits;
+        self
+    }
+
     /// Replaces the clock (tests pin the date with [`ManualClock`]).
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
@@ -229,6 +242,11 @@ impl Config {
     /// Whether the OpenAPI document is served.
     pub fn openapi(&self) -> bool {
         self.openapi
+    }
+
+    /// The cache's limits, `None` when it is off.
+    pub fn cache(&self) -> Option<CacheLimits> {
+        self.cache
     }
 
     /// The current time from the configured clock, to whole seconds.

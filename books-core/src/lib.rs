@@ -35,6 +35,7 @@
 
 mod api;
 mod body;
+mod cache;
 mod conditional;
 mod config;
 pub mod demo;
@@ -61,6 +62,7 @@ mod xml;
 pub mod testing;
 
 pub use api::BooksApi;
+pub use cache::CacheLimits;
 pub use config::{Clock, Config, ManualClock, RouteScheme, SystemClock};
 pub use request_id::{REQUEST_ID, RequestId};
 pub use service::{ApiFuture, Mount, MountBody, MountLayer};

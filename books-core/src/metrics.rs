@@ -8,6 +8,7 @@
 //! | [`IN_FLIGHT`] | gauge | — |
 //! | [`STORE_DURATION`] | histogram (seconds) | `operation`, `outcome` |
 //! | [`REJECTIONS`] | counter | `reason` |
+//! | [`CACHE`] | counter | `outcome` (`hit`, `miss`) |
 //!
 //! `route` is the route template relative to the prefix (`/books/{id}`, never the raw
 //! path), or `unmatched`; `method` is one the API knows or `other`. Every label therefore
@@ -33,6 +34,9 @@ pub const STORE_DURATION: &str = "books_store_operation_duration_seconds";
 /// Requests refused before they were handled (counter); `reason` is `body_limit` here,
 /// and the example server adds `timeout` and `overload`.
 pub const REJECTIONS: &str = "books_http_rejections_total";
+
+/// Book and page reads answered from the cache of rendered answers, or not (counter).
+pub const CACHE: &str = "books_cache_lookups_total";
 
 /// Counts a request in flight until dropped, then records its answer.
 pub(crate) struct RequestTimer {
@@ -72,6 +76,11 @@ impl Drop for RequestTimer {
 /// Counts a request refused for `reason` (`body_limit`, `timeout`, `overload` …).
 pub fn rejected(reason: &'static str) {
     counter!(REJECTIONS, "reason" => reason).increment(1);
+}
+
+/// Counts a cache lookup.
+pub(crate) fn cache(hit: bool) {
+    counter!(CACHE, "outcome" => if hit { "hit" } else { "miss" }).increment(1);
 }
 
 /// Runs one store call and records its duration and outcome under `operation`.

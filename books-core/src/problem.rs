@@ -149,10 +149,11 @@ impl Problem {
     }
 }
 
-impl From<StoreError> for Problem {
-    /// Answers without the store's own message, which travels along as the cause.
-    fn from(error: StoreError) -> Self {
-        let problem = match error {
+impl Problem {
+    /// A store failure, answered without the store's own message, which travels along
+    /// as the cause.
+    pub(crate) fn from_store(error: Arc<StoreError>) -> Self {
+        let problem = match &*error {
             StoreError::Unavailable(_) => Self::unavailable(),
             StoreError::AuthorNotFound(_) => {
                 let mut errors = FieldErrors::default();
@@ -162,9 +163,15 @@ impl From<StoreError> for Problem {
             StoreError::Other(_) => Self::internal(),
         };
         Self {
-            cause: Some(Arc::new(error)),
+            cause: Some(error),
             ..problem
         }
+    }
+}
+
+impl From<StoreError> for Problem {
+    fn from(error: StoreError) -> Self {
+        Self::from_store(Arc::new(error))
     }
 }
 

@@ -108,6 +108,14 @@ pub trait BookStore: Debug + Send + Sync + 'static {
     /// Whether an author with this id exists (one indexed lookup).
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError>;
 
+    /// A value that changes with every committed write to books or authors, whoever
+    /// makes it (this process, another one, a host's own SQL), in one cheap round trip:
+    /// equal values mean unchanged data. `None`: the store keeps no version. Stores that
+    /// pass the conformance suite keep one.
+    async fn version(&self) -> Result<Option<u64>, StoreError> {
+        Ok(None)
+    }
+
     /// Whether the store can answer now: one cheap round trip to the database (a
     /// readiness probe), [`StoreError::Unavailable`] when it cannot. Stores without a
     /// remote part keep the default, which is always ready.

@@ -30,6 +30,8 @@ struct State {
     authors: HashMap<i64, Option<String>>,
     last_book_id: i64,
     last_author_id: i64,
+    /// Bumped by every write.
+    version: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -67,8 +69,11 @@ impl MemStore {
         self.state.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The state for a write, which bumps the version.
     fn write(&self) -> RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(|e| e.into_inner())
+        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        state.version += 1;
+        state
     }
 }
 
@@ -140,6 +145,10 @@ impl BookStore for MemStore {
 
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
         Ok(self.read().authors.contains_key(&id))
+    }
+
+    async fn version(&self) -> Result<Option<u64>, StoreError> {
+        Ok(Some(self.read().version))
     }
 }
 

@@ -79,6 +79,7 @@ pub(crate) const LIST_POSTGRES: &str = select_books!(
 pub(crate) struct Statements {
     pub(crate) list: SqlStr,
     pub(crate) total: SqlStr,
+    pub(crate) version: SqlStr,
     pub(crate) get: SqlStr,
     pub(crate) create: SqlStr,
     pub(crate) update: SqlStr,
@@ -98,6 +99,7 @@ impl Statements {
         Self {
             list: sql(list),
             total: sql("SELECT n FROM {s}book_count"),
+            version: sql("SELECT version FROM {s}book_count"),
             get: sql(select_books!(
                 " FROM {s}books b LEFT JOIN {s}authors a ON a.id = b.author_id WHERE b.id = $1"
             )),

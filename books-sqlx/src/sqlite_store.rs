@@ -216,6 +216,14 @@ impl BookStore for SqliteStore {
             .or_store_error()
     }
 
+    async fn version(&self) -> Result<Option<u64>, StoreError> {
+        let version: i64 = sqlx::query_scalar(self.sql.version.clone())
+            .fetch_one(&self.readers)
+            .await
+            .or_store_error()?;
+        Ok(Some(version as u64))
+    }
+
     /// Looks up author 0 through the store's own table and index: one round trip that
     /// fails when the database or the migrated schema is missing.
     async fn ready(&self) -> Result<(), StoreError> {

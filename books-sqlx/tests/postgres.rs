@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use books_core::BookStore;
 use books_core::testing::InProcess;
+use books_core::{AuthorStore, BookStore};
 use books_core::{BooksApi, Config, StoreError};
 use books_sqlx::sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use books_sqlx::sqlx::{self, AssertSqlSafe, Connection, PgConnection};
@@ -165,7 +165,7 @@ async fn fresh() -> PostgresStore {
 }
 
 mod common;
-use common::{api_works, host_migrator};
+use common::{api_works, cache_is_exact_across_writers, host_migrator};
 
 mod conformance {
     use super::*;
@@ -279,7 +279,7 @@ async fn host_migrations_and_ours_share_one_database_in_either_order() {
             .await
             .expect("the host's re-run is a no-op");
         assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
-        assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3]);
+        assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3, 4]);
         api_works(store).await;
     }
 }
@@ -309,7 +309,7 @@ async fn versions_recorded_in_sqlx_default_table_are_adopted() {
         .await
         .expect("the host's migrator no longer finds our versions");
     assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
-    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3]);
+    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3, 4]);
     api_works(store).await;
 }
 
@@ -345,4 +345,69 @@ async fn store_tables_live_in_the_schema_the_host_names() {
         PostgresStore::from_pool(pool).in_schema("Bad-Name"),
         Err(books_sqlx::Error::InvalidSchema(_))
     ));
+}
+
+/// The version is the database's: writes through another store on the same schema (as
+/// another API process would) and a host's own SQL both change what this store reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_sees_other_stores_and_raw_sql() {
+    if !available().await {
+        return;
+    }
+    let ours = fresh().await;
+    let schema = ours.schema().expect("a schema").to_owned();
+    let theirs = PostgresStore::connect_lazy(&url())
+        .unwrap()
+        .in_schema(&schema)
+        .unwrap();
+    let version = || async { ours.version().await.unwrap().expect("a version") };
+    let before = version().await;
+    let author = theirs.add_author(Some("A")).await.unwrap();
+    let after_store = version().await;
+    assert!(after_store > before);
+
+    let host = PgPool::connect(&url()).await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "UPDATE {schema}.authors SET name = 'Renamed' WHERE id = $1"
+    )))
+    .bind(author)
+    .execute(&host)
+    .await
+    .unwrap();
+    let after_rename = version().await;
+    assert!(after_rename > after_store, "a host's UPDATE");
+    sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO {schema}.books (title, author_id, year, created_at, updated_at) \
+         VALUES ('Raw', $1, 2020, now(), now())"
+    )))
+    .bind(author)
+    .execute(&host)
+    .await
+    .unwrap();
+    assert!(version().await > after_rename, "a host's INSERT");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_reads_see_every_writer() {
+    if !available().await {
+        return;
+    }
+    let ours = fresh().await;
+    let schema = ours.schema().expect("a schema").to_owned();
+    let theirs = PostgresStore::connect_lazy(&url())
+        .unwrap()
+        .in_schema(&schema)
+        .unwrap();
+    let host = PgPool::connect(&url()).await.unwrap();
+    cache_is_exact_across_writers(ours, theirs, async |author, name: &str| {
+        sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {schema}.authors SET name = $1 WHERE id = $2"
+        )))
+        .bind(name)
+        .bind(author)
+        .execute(&host)
+        .await
+        .unwrap();
+    })
+    .await;
 }

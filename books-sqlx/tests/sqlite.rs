@@ -37,7 +37,7 @@ async fn fresh() -> SqliteStore {
 }
 
 mod common;
-use common::{api_works, host_migrator};
+use common::{api_works, cache_is_exact_across_writers, host_migrator};
 
 mod conformance {
     use super::*;
@@ -183,7 +183,7 @@ async fn host_migrations_and_ours_share_one_file_in_either_order() {
             .await
             .expect("the host's re-run is a no-op");
         assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
-        assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2]);
+        assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3]);
         sqlx::query("INSERT INTO widgets (name) VALUES ('w')")
             .execute(&pool)
             .await
@@ -214,6 +214,57 @@ async fn versions_recorded_in_sqlx_default_table_are_adopted() {
         .await
         .expect("the host's migrator no longer finds our versions");
     assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
-    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2]);
+    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3]);
     api_works(store).await;
+}
+
+/// The version is the database's: writes through another store on the same file and a
+/// host's own SQL both change what this store reads.
+#[tokio::test]
+async fn version_sees_other_stores_and_raw_sql() {
+    let path = fresh_path();
+    let ours = SqliteStore::connect(&url(&path)).await.unwrap();
+    ours.migrate().await.unwrap();
+    let theirs = SqliteStore::connect(&url(&path)).await.unwrap();
+    let version = || async { ours.version().await.unwrap().expect("a version") };
+    let before = version().await;
+    let author = theirs.add_author(Some("A")).await.unwrap();
+    let after_store = version().await;
+    assert!(after_store > before);
+
+    let host = SqlitePool::connect(&url(&path)).await.unwrap();
+    sqlx::query("UPDATE authors SET name = 'Renamed' WHERE id = $1")
+        .bind(author)
+        .execute(&host)
+        .await
+        .unwrap();
+    let after_rename = version().await;
+    assert!(after_rename > after_store, "a host's UPDATE");
+    sqlx::query(
+        "INSERT INTO books (title, author_id, year, created_at, updated_at) \
+         VALUES ('Raw', $1, 2020, '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
+    )
+    .bind(author)
+    .execute(&host)
+    .await
+    .unwrap();
+    assert!(version().await > after_rename, "a host's INSERT");
+}
+
+#[tokio::test]
+async fn cached_reads_see_every_writer() {
+    let path = fresh_path();
+    let ours = SqliteStore::connect(&url(&path)).await.unwrap();
+    ours.migrate().await.unwrap();
+    let theirs = SqliteStore::connect(&url(&path)).await.unwrap();
+    let host = SqlitePool::connect(&url(&path)).await.unwrap();
+    cache_is_exact_across_writers(ours, theirs, async |author, name: &str| {
+        sqlx::query("UPDATE authors SET name = $1 WHERE id = $2")
+            .bind(name)
+            .bind(author)
+            .execute(&host)
+            .await
+            .unwrap();
+    })
+    .await;
 }

@@ -126,6 +126,7 @@ macro_rules! store_conformance_suite {
             author_vanishing_before_the_write_is_422,
             demo_data_loads_once_into_an_empty_store,
             reachable_store_is_ready,
+            version_changes_with_every_write,
         );
     };
 }

@@ -375,3 +375,44 @@ pub async fn reachable_store_is_ready(store: impl TestStore) {
         .await
         .expect("the API reports the store's readiness");
 }
+
+pub async fn version_changes_with_every_write(store: impl TestStore) {
+    async fn version(store: &impl TestStore) -> u64 {
+        store
+            .version()
+            .await
+            .expect("version")
+            .expect("the store keeps a version")
+    }
+    let mut last = version(&store).await;
+    let mut changed = async |store: &_, what: &str| {
+        let now = version(store).await;
+        assert!(now > last, "{what}: {now} after {last}");
+        last = now;
+    };
+    let id = author(&store, "A").await;
+    changed(&store, "add an author").await;
+    let book = store.create(&input("T", id, 2020), at(1)).await.unwrap();
+    changed(&store, "create").await;
+    let before_reads = version(&store).await;
+    store.list(0, 10).await.unwrap();
+    store.get(book).await.unwrap();
+    store.author_exists(id).await.unwrap();
+    assert_eq!(version(&store).await, before_reads, "reads leave it alone");
+    store
+        .update(book, &input("U", id, 2021), at(2))
+        .await
+        .unwrap();
+    changed(&store, "update").await;
+    let other = author(&store, "B").await;
+    changed(&store, "add another author").await;
+    store
+        .update(book, &input("U", other, 2021), at(3))
+        .await
+        .unwrap();
+    changed(&store, "update to another author").await;
+    assert!(store.remove_author(other).await.unwrap());
+    changed(&store, "remove the book's author").await;
+    assert!(store.delete(book).await.unwrap());
+    changed(&store, "delete").await;
+}

@@ -32,3 +32,65 @@ pub async fn api_works(store: impl BookStore + AuthorStore + Clone) {
         "{body:?}"
     );
 }
+
+async fn call(api: &BooksApi, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(path)
+        .body(body.to_owned())
+        .unwrap();
+    let response = api.handle(request).await;
+    let json = serde_json::from_slice(response.body()).unwrap_or_default();
+    (response.status().as_u16(), json)
+}
+
+/// Two APIs over one database, as two processes would be, each caching rendered
+/// answers, and a host's raw SQL (`rename(author, name)`): every read after a write
+/// acknowledged anywhere shows it.
+pub async fn cache_is_exact_across_writers<S, F>(ours: S, theirs: S, rename: F)
+where
+    S: BookStore + AuthorStore + Clone,
+    F: AsyncFn(i64, &str),
+{
+    let author = ours.add_author(Some("Before")).await.unwrap();
+    let a = BooksApi::new(ours, Config::default());
+    let b = BooksApi::new(theirs, Config::default());
+    let form = |title: &str| format!("title={title}&author_id={author}&year=2020");
+    let (status, created) = call(&b, "POST", "/api/books", &form("One")).await;
+    assert_eq!(status, 201);
+    let id = created["id"].as_i64().unwrap();
+    let book = format!("/api/books/{id}?include=author");
+
+    for _ in 0..2 {
+        let (_, list) = call(&a, "GET", "/api/books?include=author", "").await;
+        assert_eq!(list["meta"]["total"], 1);
+        assert_eq!(list["data"][0]["author"]["name"], "Before");
+    }
+    call(&b, "POST", "/api/books", &form("Two")).await;
+    let (_, list) = call(&a, "GET", "/api/books?include=author", "").await;
+    assert_eq!(list["meta"]["total"], 2, "a create through the other API");
+
+    assert_eq!(call(&a, "GET", &book, "").await.1["title"], "One");
+    let (status, _) = call(&b, "PUT", &format!("/api/books/{id}"), &form("Renamed")).await;
+    assert_eq!(status, 200);
+    assert_eq!(call(&a, "GET", &book, "").await.1["title"], "Renamed");
+
+    rename(author, "After").await;
+    assert_eq!(
+        call(&a, "GET", &book, "").await.1["author"]["name"],
+        "After",
+        "a host's own UPDATE"
+    );
+    let (_, list) = call(&a, "GET", "/api/books?include=author", "").await;
+    assert_eq!(list["data"][1]["author"]["name"], "After");
+
+    assert_eq!(
+        call(&b, "DELETE", &format!("/api/books/{id}"), "").await.0,
+        200
+    );
+    assert_eq!(
+        call(&a, "GET", &book, "").await.0,
+        404,
+        "a delete elsewhere"
+    );
+}
