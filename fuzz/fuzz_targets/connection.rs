@@ -31,6 +31,7 @@ fn server() -> SocketAddr {
                     header_timeout: Duration::from_secs(2),
                     request_timeout: Duration::from_secs(2),
                     shutdown_grace: Duration::from_secs(1),
+                    ..Limits::default()
                 };
                 books_api::serve(listener, api, limits, std::future::pending())
                     .await

@@ -71,6 +71,10 @@ pub fn check(method: &Method, response: &Response<Bytes>) {
     if status != 204 {
         assert_eq!(response.headers()["vary"], "Accept", "{response:?}");
     }
+    assert!(response.headers().contains_key("x-request-id"), "{response:?}");
+    if status == 304 {
+        assert!(body.is_empty() && response.headers().contains_key("etag"), "{response:?}");
+    }
     if body.is_empty() {
         return;
     }
