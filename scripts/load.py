@@ -6,6 +6,7 @@ that answer the same paths with the same bytes.
     python3 scripts/load.py --bindings [--rounds 3] [--seconds 5]
     python3 scripts/load.py --metrics-cost [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --shedding [--books 200000] [--seconds 5]
+    python3 scripts/load.py --cache [--stores sqlite,postgres] [--rounds 3] [--seconds 5]
 
 Builds the release binaries, installs wrk (apt) and oha (cargo) if missing, pins every
 server to core 0 with one runtime thread (TOKIO_WORKER_THREADS=1) and the load
@@ -81,8 +82,11 @@ def wait_port(port, timeout=30):
 def start(cmd, port, env=None):
     full_env = dict(os.environ, TOKIO_WORKER_THREADS="1", RUST_LOG="warn", **(env or {}))
     proc = subprocess.Popen(["taskset", "-c", "0", *cmd], env=full_env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=None if os.environ.get("LOAD_DEBUG") else subprocess.DEVNULL)
     wait_port(port)
+    time.sleep(0.2)
+    if proc.poll() is not None:
+        raise RuntimeError(f"{cmd[0]} exited: is port {port} taken?")
     return proc
 
 
@@ -333,6 +337,51 @@ def wrk_capacity(port, path, seconds):
     return float(next(l for l in out.splitlines() if l.startswith("Requests/sec")).split()[1])
 
 
+def cache_compare(args):
+    """Unchanged data, read again and again: the server with its cache of rendered answers,
+    without it, and bare hyper serving the same bytes, side by side in every round."""
+    tmp = tempfile.mkdtemp(prefix="books-cache-")
+    paths = {"list p1 + include": "/api/books?include=author", "get one + include": "/api/books/7?include=author"}
+    ports = {"cache on": 18091, "cache off": 18092, "hyper": 18093}
+    print(f"{args.rounds} rounds x {args.seconds}s, wrk -t1 -c32, servers on core 0 (one runtime thread).\n")
+    print("| store | path | server | req/s | CPU µs/req | CPU ratio to hyper |")
+    print("|---|---|---|---|---|---|")
+    for store in args.stores.split(","):
+        if store == "memory":
+            continue
+        url = prepare_store(store, tmp)
+        procs = {}
+        try:
+            procs["cache on"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache on']}", "--database-url", url,
+                                       "--metrics", "false"], ports["cache on"])
+            procs["cache off"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache off']}", "--database-url", url,
+                                        "--metrics", "false", "--cache-entries", "0"], ports["cache off"])
+            specs = []
+            for name, path in paths.items():
+                with urllib.request.urlopen(f"http://127.0.0.1:{ports['cache on']}{path}") as r:
+                    file = os.path.join(tmp, name.replace(" ", "_"))
+                    with open(file, "wb") as f:
+                        f.write(r.read())
+                    specs.append(f"{path}={r.status}:{r.headers['content-type'].replace(';', '%3B')}:{file}")
+            procs["hyper"] = start([f"{RELEASE}/baseline", "hyper", f"127.0.0.1:{ports['hyper']}", *specs], ports["hyper"])
+            results = {}
+            for _ in range(args.rounds):
+                for name, path in paths.items():
+                    for target, port in ports.items():
+                        results.setdefault((name, target), []).append(measure(procs[target], port, path, args.seconds))
+            for (name, target), rs in results.items():
+                pairs = zip(rs, results[(name, "hyper")])
+                ratio = statistics.median(a["cpu_us"] / b["cpu_us"] for a, b in pairs)
+                bad = sum(r["non2xx"] for r in rs)
+                note = f" ({bad} non-2xx)" if bad else ""
+                print(f"| {store} | {name} | {target} | {statistics.median(r['rps'] for r in rs):,.0f}{note} | "
+                      f"{statistics.median(r['cpu_us'] for r in rs):.1f} | {ratio:.2f}x |")
+        finally:
+            for proc in procs.values():
+                proc.terminate()
+                proc.wait()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
@@ -341,10 +390,13 @@ def main():
     parser.add_argument("--bindings", action="store_true")
     parser.add_argument("--metrics-cost", action="store_true")
     parser.add_argument("--shedding", action="store_true")
+    parser.add_argument("--cache", action="store_true")
     parser.add_argument("--books", type=int, default=200_000)
     parser.add_argument("--before", help="--metrics-cost: an older server binary to run beside")
     args = parser.parse_args()
-    ensure_tools(fixed_rate=not (args.bindings or args.metrics_cost or args.shedding))
+    ensure_tools(fixed_rate=not (args.bindings or args.metrics_cost or args.shedding or args.cache))
+    if args.cache:
+        return cache_compare(args)
     if args.bindings:
         return bindings(args)
     if args.metrics_cost:
