@@ -13,7 +13,7 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::error::OrStoreError;
-use crate::rows::{BookRow, LIST_POSTGRES, PageRow, Statements, page};
+use crate::rows::{BookRow, DEEP_POSTGRES, LIST_POSTGRES, PageRow, RANGE, Statements, page};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
 /// The longest a single statement may run before PostgreSQL cancels it (503).
@@ -67,7 +67,7 @@ impl PostgresStore {
         Self {
             pool,
             schema: None,
-            sql: Arc::new(Statements::new(LIST_POSTGRES, "")),
+            sql: Arc::new(Statements::new(LIST_POSTGRES, DEEP_POSTGRES, "")),
         }
     }
 
@@ -84,7 +84,11 @@ impl PostgresStore {
             return Err(Error::InvalidSchema(schema.to_owned()));
         }
         Ok(Self {
-            sql: Arc::new(Statements::new(LIST_POSTGRES, &format!("{schema}."))),
+            sql: Arc::new(Statements::new(
+                LIST_POSTGRES,
+                DEEP_POSTGRES,
+                &format!("{schema}."),
+            )),
             schema: Some(schema.into()),
             pool: self.pool,
         })
@@ -168,7 +172,13 @@ fn pool_options() -> PgPoolOptions {
 #[async_trait]
 impl BookStore for PostgresStore {
     async fn list(&self, offset: u64, limit: u32) -> Result<BookPage, StoreError> {
-        let rows: Vec<PageRow> = sqlx::query_as(self.sql.list.clone())
+        // Past the first range, start from the page's range (`book_ranges`).
+        let sql = if offset < RANGE {
+            &self.sql.list
+        } else {
+            &self.sql.deep
+        };
+        let rows: Vec<PageRow> = sqlx::query_as(sql.clone())
             .bind(i64::from(limit))
             .bind(i64::try_from(offset).unwrap_or(i64::MAX))
             .fetch_all(&self.pool)

@@ -72,12 +72,53 @@ pub(crate) const LIST_POSTGRES: &str = select_books!(
      JOIN {s}books b ON b.id = p.id LEFT JOIN {s}authors a ON a.id = b.author_id ORDER BY b.id"
 );
 
+/// Ids per counted range (`book_ranges`): a page at an offset of at least this many
+/// books starts from its range's first id instead of walking every row before it.
+pub(crate) const RANGE: u64 = 1024;
+
+/// Finds the range a deep page starts in (`s.bucket`) and how many books of it to skip
+/// (`s.skip`, fewer than [`RANGE`]) by a prefix sum over the ranges.
+macro_rules! start_of_page {
+    () => {
+        "WITH r AS (SELECT bucket, n, \
+                    CAST(SUM(n) OVER (ORDER BY bucket ROWS UNBOUNDED PRECEDING) AS BIGINT) AS upto \
+                    FROM {s}book_ranges), \
+         s AS (SELECT bucket, $2 - (upto - n) AS skip FROM r WHERE upto > $2 \
+               ORDER BY bucket LIMIT 1) "
+    };
+}
+
+/// A deep page on SQLite: from the first id of its range, skipping what is left.
+pub(crate) const DEEP_SQLITE: &str = concat!(
+    start_of_page!(),
+    select_books!(
+        ", (SELECT n FROM {s}book_count) AS total \
+         FROM {s}books b LEFT JOIN {s}authors a ON a.id = b.author_id \
+         WHERE b.id >= (SELECT bucket * 1024 FROM s) \
+         ORDER BY b.id LIMIT $1 OFFSET COALESCE((SELECT skip FROM s), 0)"
+    )
+);
+
+/// A deep page on PostgreSQL: the deferred join, from the first id of its range.
+pub(crate) const DEEP_POSTGRES: &str = concat!(
+    start_of_page!(),
+    select_books!(
+        ", (SELECT n FROM {s}book_count) AS total \
+         FROM (SELECT id FROM {s}books WHERE id >= (SELECT bucket * 1024 FROM s) \
+               ORDER BY id LIMIT $1 OFFSET COALESCE((SELECT skip FROM s), 0)) p \
+         JOIN {s}books b ON b.id = p.id LEFT JOIN {s}authors a ON a.id = b.author_id \
+         ORDER BY b.id"
+    )
+);
+
 /// The statements of one store, its tables qualified once at construction (a schema on
 /// PostgreSQL, nothing on SQLite). sqlx's SQLite driver takes `$N` placeholders too, so
 /// both databases share the text.
 #[derive(Debug)]
 pub(crate) struct Statements {
     pub(crate) list: SqlStr,
+    /// The list from [`RANGE`] books on.
+    pub(crate) deep: SqlStr,
     pub(crate) total: SqlStr,
     pub(crate) version: SqlStr,
     pub(crate) get: SqlStr,
@@ -91,13 +132,14 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
-    /// `list` is the dialect's list; `schema` is put before every table name (`""`, or a
-    /// checked identifier and a dot).
-    pub(crate) fn new(list: &'static str, schema: &str) -> Self {
+    /// `list` and `deep` are the dialect's lists; `schema` is put before every table name
+    /// (`""`, or a checked identifier and a dot).
+    pub(crate) fn new(list: &'static str, deep: &'static str, schema: &str) -> Self {
         // Safe: `schema` is empty or an identifier checked by the store.
         let sql = |template: &str| AssertSqlSafe(template.replace("{s}", schema)).into_sql_str();
         Self {
             list: sql(list),
+            deep: sql(deep),
             total: sql("SELECT n FROM {s}book_count"),
             version: sql("SELECT version FROM {s}book_count"),
             get: sql(select_books!(

@@ -13,7 +13,7 @@ use sqlx::sqlite::{
 };
 
 use crate::error::OrStoreError;
-use crate::rows::{BookRow, LIST_SQLITE, PageRow, Statements, page};
+use crate::rows::{BookRow, DEEP_SQLITE, LIST_SQLITE, PageRow, RANGE, Statements, page};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
 /// How long a connection waits on another process's write lock before giving up (503).
@@ -91,7 +91,7 @@ impl SqliteStore {
         Self {
             readers,
             writer,
-            sql: Arc::new(Statements::new(LIST_SQLITE, "")),
+            sql: Arc::new(Statements::new(LIST_SQLITE, DEEP_SQLITE, "")),
         }
     }
 
@@ -144,7 +144,13 @@ impl SqliteStore {
 #[async_trait]
 impl BookStore for SqliteStore {
     async fn list(&self, offset: u64, limit: u32) -> Result<BookPage, StoreError> {
-        let rows: Vec<PageRow> = sqlx::query_as(self.sql.list.clone())
+        // Past the first range, start from the page's range (`book_ranges`).
+        let sql = if offset < RANGE {
+            &self.sql.list
+        } else {
+            &self.sql.deep
+        };
+        let rows: Vec<PageRow> = sqlx::query_as(sql.clone())
             .bind(i64::from(limit))
             .bind(i64::try_from(offset).unwrap_or(i64::MAX))
             .fetch_all(&self.readers)

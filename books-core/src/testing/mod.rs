@@ -127,6 +127,7 @@ macro_rules! store_conformance_suite {
             demo_data_loads_once_into_an_empty_store,
             reachable_store_is_ready,
             version_changes_with_every_write,
+            deep_pages_stay_exact_across_ranges,
         );
     };
 }

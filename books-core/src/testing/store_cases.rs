@@ -416,3 +416,61 @@ pub async fn version_changes_with_every_write(store: impl TestStore) {
     assert!(store.delete(book).await.unwrap());
     changed(&store, "delete").await;
 }
+
+/// Pages at every kind of offset (inside the first 1,024 ids, at and across range
+/// boundaries, the last book, past the end) match a walk through the ids, before and
+/// after deletes in the middle and at both ends, and while deletes happen between pages.
+pub async fn deep_pages_stay_exact_across_ranges(store: impl TestStore) {
+    async fn check(store: &impl TestStore, ids: &[i64], offsets: &[usize]) {
+        for &offset in offsets {
+            let page = store.list(offset as u64, 20).await.unwrap();
+            let got: Vec<i64> = page.books.iter().map(|b| b.id).collect();
+            let want: Vec<i64> = ids.iter().skip(offset).take(20).copied().collect();
+            assert_eq!(got, want, "offset {offset}");
+            assert_eq!(page.total, ids.len() as u64, "total at offset {offset}");
+        }
+    }
+    use futures_util::StreamExt;
+    let author = author(&store, "A").await;
+    let mut ids: Vec<i64> = futures_util::stream::iter(0..1400)
+        .map(|n| {
+            let store = store.clone();
+            async move {
+                let book = input(&format!("Book {n}"), author, 2020);
+                store.create(&book, at(1)).await.unwrap()
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    ids.sort_unstable();
+    let offsets = |len: usize| {
+        [0, 1, 19, 1000, 1022, 1023, 1024, 1025, 1100]
+            .into_iter()
+            .chain([len.saturating_sub(1), len, len + 7])
+            .collect::<Vec<_>>()
+    };
+    check(&store, &ids, &offsets(ids.len())).await;
+
+    let middle: Vec<i64> = ids[1010..1030].to_vec();
+    let ends = [ids[0], ids[1], ids[ids.len() - 1], ids[ids.len() - 2]];
+    for victim in middle.iter().chain(&ends) {
+        assert!(store.delete(*victim).await.unwrap());
+        ids.retain(|id| id != victim);
+    }
+    check(&store, &ids, &offsets(ids.len())).await;
+
+    let mut offset = 0;
+    while offset < ids.len() {
+        check(&store, &ids, &[offset]).await;
+        for victim in [ids.get(offset + 500).copied(), ids.get(offset / 2).copied()]
+            .into_iter()
+            .flatten()
+        {
+            assert!(store.delete(victim).await.unwrap());
+            ids.retain(|&id| id != victim);
+        }
+        offset += 250;
+    }
+    check(&store, &ids, &offsets(ids.len())).await;
+}
