@@ -117,7 +117,11 @@ pub async fn serve_with(
                     return Ok(response);
                 }
                 if operations.owns(&path) {
-                    return Ok(operations.answer(&method, &path, &api).await);
+                    let mut response = operations.answer(&method, &path, &api).await;
+                    response
+                        .headers_mut()
+                        .insert(REQUEST_ID, id.header_value().clone());
+                    return Ok(response);
                 }
                 let Ok(_admitted) = admission.try_acquire_owned() else {
                     books_core::metrics::rejected("overload");

@@ -448,7 +448,9 @@ async fn excess_requests_are_shed_at_once() {
     let problem: serde_json::Value = serde_json::from_slice(shed.body()).unwrap();
     assert_eq!(problem["status"], 503);
     assert_eq!(problem["instance"], "urn:request:shed-1");
-    assert_eq!(status(addr, "/readyz").await, 200);
+    let ready = send(addr, "GET", "/readyz", &[("x-request-id", "probe-1")]).await;
+    assert_eq!(ready.status(), 200);
+    assert_eq!(ready.headers()["x-request-id"], "probe-1");
     assert_eq!(status(addr, "/livez").await, 200);
 
     slow.write_all(b"}").await.unwrap();
