@@ -13,9 +13,10 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
+
+mod common;
 
 const WRITERS: usize = 16;
 
@@ -29,21 +30,7 @@ async fn start(database_url: &str) -> (Child, String) {
         .kill_on_drop(true)
         .spawn()
         .expect("start the server");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let addr = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                return rest.split('/').next().map(str::to_owned);
-            }
-        }
-        None
-    })
-    .await
-    .expect("the server starts")
-    .expect("a line: listening on http://ADDR/…");
-    // Keep reading: a closed pipe would fail the server's writes.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let addr = common::listening(&mut child).await.to_string();
     (child, addr)
 }
 

@@ -19,6 +19,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, ChildStderr, Command};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_books-api");
 
 /// Sends one request on a new connection.
@@ -94,21 +96,9 @@ async fn spawn(mut command: Command) -> (Child, SocketAddr, BufReader<ChildStder
         .stderr(Stdio::piped())
         .spawn()
         .expect("start the server");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let addr = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                return rest.split('/').next().map(str::to_owned);
-            }
-        }
-        None
-    })
-    .await
-    .expect("the server starts")
-    .expect("a line: listening on http://ADDR/…");
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let addr = common::listening(&mut child).await;
     let stderr = BufReader::new(child.stderr.take().unwrap());
-    (child, addr.parse().expect("an address"), stderr)
+    (child, addr, stderr)
 }
 
 /// One Prometheus sample: the value of the line for `name` whose labels include `labels`.

@@ -162,7 +162,7 @@ impl BooksApi {
         }
         let Some(format) = format else {
             let problem = Problem::not_acceptable();
-            return (render::problem(&problem, Format::Json, Some(id)), template);
+            return (render::problem(&problem, Format::Json, id), template);
         };
         let result = match routed {
             Routed::Endpoint(endpoint) => self.dispatch(endpoint, parts, body, format).await,
@@ -171,7 +171,7 @@ impl BooksApi {
         };
         let response = result.unwrap_or_else(|problem| {
             log_failure(&problem, parts);
-            render::problem(&problem, format, Some(id))
+            render::problem(&problem, format, id)
         });
         (response, template)
     }

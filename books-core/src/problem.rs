@@ -184,20 +184,19 @@ pub(crate) struct ProblemBody<'a> {
     status: u16,
     detail: &'a str,
     /// `urn:request:<id>`: the request id a user can quote.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    instance: Option<String>,
+    instance: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     errors: Option<&'a FieldErrors>,
 }
 
 impl<'a> ProblemBody<'a> {
-    pub(crate) fn new(problem: &'a Problem, request_id: Option<&RequestId>) -> Self {
+    pub(crate) fn new(problem: &'a Problem, request_id: &RequestId) -> Self {
         Self {
             kind: "about:blank",
             title: reason(problem.status),
             status: problem.status.as_u16(),
             detail: &problem.detail,
-            instance: request_id.map(|id| format!("urn:request:{id}")),
+            instance: format!("urn:request:{request_id}"),
             errors: problem.errors.as_ref(),
         }
     }

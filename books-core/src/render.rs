@@ -134,7 +134,7 @@ pub(crate) fn success<T: Serialize>(
 pub(crate) fn problem(
     problem: &Problem,
     format: Format,
-    request_id: Option<&RequestId>,
+    request_id: &RequestId,
 ) -> Response<Bytes> {
     let body = ProblemBody::new(problem, request_id);
     let (bytes, content_type) = match format {

@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use books_core::BookStore;
 use books_core::testing::InProcess;
-use books_core::{AuthorStore, BookStore};
 use books_core::{BooksApi, Config, StoreError};
 use books_sqlx::sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use books_sqlx::sqlx::{self, AssertSqlSafe, Connection, PgConnection};
@@ -347,44 +347,37 @@ async fn store_tables_live_in_the_schema_the_host_names() {
     ));
 }
 
-/// The version is the database's: writes through another store on the same schema (as
-/// another API process would) and a host's own SQL both change what this store reads.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn version_sees_other_stores_and_raw_sql() {
-    if !available().await {
-        return;
-    }
+/// Two stores on one schema, as two API processes would have, the schema, and the
+/// host's own pool.
+async fn two_stores_and_a_host() -> (PostgresStore, PostgresStore, String, PgPool) {
     let ours = fresh().await;
     let schema = ours.schema().expect("a schema").to_owned();
     let theirs = PostgresStore::connect_lazy(&url())
         .unwrap()
         .in_schema(&schema)
         .unwrap();
-    let version = || async { ours.version().await.unwrap().expect("a version") };
-    let before = version().await;
-    let author = theirs.add_author(Some("A")).await.unwrap();
-    let after_store = version().await;
-    assert!(after_store > before);
-
     let host = PgPool::connect(&url()).await.unwrap();
-    sqlx::query(AssertSqlSafe(format!(
-        "UPDATE {schema}.authors SET name = 'Renamed' WHERE id = $1"
-    )))
-    .bind(author)
-    .execute(&host)
-    .await
-    .unwrap();
-    let after_rename = version().await;
-    assert!(after_rename > after_store, "a host's UPDATE");
-    sqlx::query(AssertSqlSafe(format!(
-        "INSERT INTO {schema}.books (title, author_id, year, created_at, updated_at) \
-         VALUES ('Raw', $1, 2020, now(), now())"
-    )))
-    .bind(author)
-    .execute(&host)
-    .await
-    .unwrap();
-    assert!(version().await > after_rename, "a host's INSERT");
+    (ours, theirs, schema, host)
+}
+
+async fn host_sql(host: &PgPool, schema: &str, sql: &str, author: i64) {
+    sqlx::query(AssertSqlSafe(sql.replace("{s}", &format!("{schema}."))))
+        .bind(author)
+        .execute(host)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_sees_every_writer() {
+    if !available().await {
+        return;
+    }
+    let (ours, theirs, schema, host) = two_stores_and_a_host().await;
+    common::version_sees_every_writer(ours, theirs, async |sql, author| {
+        host_sql(&host, &schema, sql, author).await
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -392,22 +385,9 @@ async fn cached_reads_see_every_writer() {
     if !available().await {
         return;
     }
-    let ours = fresh().await;
-    let schema = ours.schema().expect("a schema").to_owned();
-    let theirs = PostgresStore::connect_lazy(&url())
-        .unwrap()
-        .in_schema(&schema)
-        .unwrap();
-    let host = PgPool::connect(&url()).await.unwrap();
-    cache_is_exact_across_writers(ours, theirs, async |author, name: &str| {
-        sqlx::query(AssertSqlSafe(format!(
-            "UPDATE {schema}.authors SET name = $1 WHERE id = $2"
-        )))
-        .bind(name)
-        .bind(author)
-        .execute(&host)
-        .await
-        .unwrap();
+    let (ours, theirs, schema, host) = two_stores_and_a_host().await;
+    cache_is_exact_across_writers(ours, theirs, async |sql, author| {
+        host_sql(&host, &schema, sql, author).await
     })
     .await;
 }

@@ -218,53 +218,38 @@ async fn versions_recorded_in_sqlx_default_table_are_adopted() {
     api_works(store).await;
 }
 
-/// The version is the database's: writes through another store on the same file and a
-/// host's own SQL both change what this store reads.
-#[tokio::test]
-async fn version_sees_other_stores_and_raw_sql() {
+/// Two stores on one file, as two API processes would have, and the host's own pool.
+async fn two_stores_and_a_host() -> (SqliteStore, SqliteStore, SqlitePool) {
     let path = fresh_path();
     let ours = SqliteStore::connect(&url(&path)).await.unwrap();
     ours.migrate().await.unwrap();
     let theirs = SqliteStore::connect(&url(&path)).await.unwrap();
-    let version = || async { ours.version().await.unwrap().expect("a version") };
-    let before = version().await;
-    let author = theirs.add_author(Some("A")).await.unwrap();
-    let after_store = version().await;
-    assert!(after_store > before);
-
     let host = SqlitePool::connect(&url(&path)).await.unwrap();
-    sqlx::query("UPDATE authors SET name = 'Renamed' WHERE id = $1")
+    (ours, theirs, host)
+}
+
+async fn host_sql(host: &SqlitePool, sql: &str, author: i64) {
+    sqlx::query(AssertSqlSafe(sql.replace("{s}", "")))
         .bind(author)
-        .execute(&host)
+        .execute(host)
         .await
         .unwrap();
-    let after_rename = version().await;
-    assert!(after_rename > after_store, "a host's UPDATE");
-    sqlx::query(
-        "INSERT INTO books (title, author_id, year, created_at, updated_at) \
-         VALUES ('Raw', $1, 2020, '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
-    )
-    .bind(author)
-    .execute(&host)
-    .await
-    .unwrap();
-    assert!(version().await > after_rename, "a host's INSERT");
+}
+
+#[tokio::test]
+async fn version_sees_every_writer() {
+    let (ours, theirs, host) = two_stores_and_a_host().await;
+    common::version_sees_every_writer(ours, theirs, async |sql, author| {
+        host_sql(&host, sql, author).await
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn cached_reads_see_every_writer() {
-    let path = fresh_path();
-    let ours = SqliteStore::connect(&url(&path)).await.unwrap();
-    ours.migrate().await.unwrap();
-    let theirs = SqliteStore::connect(&url(&path)).await.unwrap();
-    let host = SqlitePool::connect(&url(&path)).await.unwrap();
-    cache_is_exact_across_writers(ours, theirs, async |author, name: &str| {
-        sqlx::query("UPDATE authors SET name = $1 WHERE id = $2")
-            .bind(name)
-            .bind(author)
-            .execute(&host)
-            .await
-            .unwrap();
+    let (ours, theirs, host) = two_stores_and_a_host().await;
+    cache_is_exact_across_writers(ours, theirs, async |sql, author| {
+        host_sql(&host, sql, author).await
     })
     .await;
 }

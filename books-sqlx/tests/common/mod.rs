@@ -44,13 +44,45 @@ async fn call(api: &BooksApi, method: &str, path: &str, body: &str) -> (u16, ser
     (response.status().as_u16(), json)
 }
 
+/// The version is the database's: writes through another store on the same database
+/// (as another API process would make them) and a host's own SQL all change what this
+/// store reads. `host(sql, author)` runs a host's SQL (tables written `{s}books`, so
+/// each store can put its schema there) with the author id bound to `$1`.
+pub async fn version_sees_every_writer<S: BookStore + AuthorStore>(
+    ours: S,
+    theirs: S,
+    host: impl AsyncFn(&'static str, i64),
+) {
+    let version = || async { ours.version().await.unwrap().expect("a version") };
+    let before = version().await;
+    let author = theirs.add_author(Some("A")).await.unwrap();
+    let after_store = version().await;
+    assert!(after_store > before);
+
+    host(
+        "UPDATE {s}authors SET name = 'Renamed' WHERE id = $1",
+        author,
+    )
+    .await;
+    let after_rename = version().await;
+    assert!(after_rename > after_store, "a host's UPDATE");
+    host(
+        "INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
+         VALUES ('Raw', $1, 2020, '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
+        author,
+    )
+    .await;
+    assert!(version().await > after_rename, "a host's INSERT");
+}
+
 /// Two APIs over one database, as two processes would be, each caching rendered
-/// answers, and a host's raw SQL (`rename(author, name)`): every read after a write
-/// acknowledged anywhere shows it.
-pub async fn cache_is_exact_across_writers<S, F>(ours: S, theirs: S, rename: F)
-where
+/// answers, and a host's own SQL (as above): every read after a write acknowledged anywhere shows it.
+pub async fn cache_is_exact_across_writers<S>(
+    ours: S,
+    theirs: S,
+    host: impl AsyncFn(&'static str, i64),
+) where
     S: BookStore + AuthorStore + Clone,
-    F: AsyncFn(i64, &str),
 {
     let author = ours.add_author(Some("Before")).await.unwrap();
     let a = BooksApi::new(ours, Config::default());
@@ -75,7 +107,7 @@ where
     assert_eq!(status, 200);
     assert_eq!(call(&a, "GET", &book, "").await.1["title"], "Renamed");
 
-    rename(author, "After").await;
+    host("UPDATE {s}authors SET name = 'After' WHERE id = $1", author).await;
     assert_eq!(
         call(&a, "GET", &book, "").await.1["author"]["name"],
         "After",

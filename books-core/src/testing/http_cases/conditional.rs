@@ -6,6 +6,12 @@ fn etag(reply: &Reply) -> String {
     reply.header("etag").expect("an ETag").to_owned()
 }
 
+/// A GET of `path` with `If-None-Match: tags`.
+async fn get_unless(app: &App<impl Harness>, path: &str, tags: &str) -> Reply {
+    app.send("GET", path, &[("if-none-match", tags)], Bytes::new())
+        .await
+}
+
 pub async fn reads_carry_strong_etags(make: &impl MakeHarness) {
     let app = start(make, |c| c).await;
     let author = app.author("A").await;
@@ -76,54 +82,31 @@ pub async fn if_none_match_answers_304(make: &impl MakeHarness) {
     }
     let inner = tag.trim_matches('"').to_owned();
     for header in ["\"other\"", "W/\"other\"", "garbage", &inner, "*, \"x\""] {
-        let reply = app
-            .send("GET", &book, &[("if-none-match", header)], Bytes::new())
-            .await
-            .expect(200);
+        let reply = get_unless(&app, &book, header).await.expect(200);
         assert_eq!(reply.body, full.body, "If-None-Match: {header}");
     }
     let xml = etag(&app.accept(&book, "application/xml").await.expect(200));
-    let json = app
-        .send("GET", &book, &[("if-none-match", &xml)], Bytes::new())
-        .await;
+    let json = get_unless(&app, &book, &xml).await;
     assert_eq!(json.status, 200, "the XML tag is not the JSON one");
 
     let list = app.get("/api/books?include=author").await.expect(200);
     let list_tag = etag(&list);
-    app.send(
-        "GET",
-        "/api/books?include=author",
-        &[("if-none-match", &list_tag)],
-        Bytes::new(),
-    )
-    .await
-    .expect(304);
+    get_unless(&app, "/api/books?include=author", &list_tag)
+        .await
+        .expect(304);
 
     app.valid_write("PUT", &book, author, "Changed")
         .await
         .expect(200);
-    let after = app
-        .send("GET", &book, &[("if-none-match", &tag)], Bytes::new())
+    let after = get_unless(&app, &book, &tag).await.expect(200);
+    assert_ne!(etag(&after), tag, "a write invalidates the old tag");
+    get_unless(&app, "/api/books?include=author", &list_tag)
         .await
         .expect(200);
-    assert_ne!(etag(&after), tag, "a write invalidates the old tag");
-    app.send(
-        "GET",
-        "/api/books?include=author",
-        &[("if-none-match", &list_tag)],
-        Bytes::new(),
-    )
-    .await
-    .expect(200);
 
-    app.send(
-        "GET",
-        "/api/books/999",
-        &[("if-none-match", "*")],
-        Bytes::new(),
-    )
-    .await
-    .problem(404, "Book not found");
+    get_unless(&app, "/api/books/999", "*")
+        .await
+        .problem(404, "Book not found");
     app.send("DELETE", &book, &[("if-none-match", "*")], Bytes::new())
         .await
         .expect(200);
