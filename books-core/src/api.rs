@@ -22,7 +22,7 @@ use crate::query::{self, Includes};
 use crate::render::{self, BookView, Deleted, PageView, Ping};
 use crate::request_id::{REQUEST_ID, RequestId};
 use crate::route::{Endpoint, Routed, UNMATCHED, route};
-use crate::store::{BookStore, StoreError};
+use crate::store::{BookRecord, BookStore, StoreError};
 use crate::validate::validate;
 
 /// The books API over one store and one configuration. Cloning is cheap.
@@ -239,16 +239,26 @@ impl BooksApi {
         let bytes = body::read(&parts.headers, body, limit).await?;
         let fields = body::decode(&parts.headers, bytes).await?;
         let now = self.inner.config.now();
-        let input = validate(fields, &*self.inner.store, now.year()).await?;
+        let store = &*self.inner.store;
+        let input = validate(fields, store, now.year()).await?;
+        // The write checks the author (one round trip, not two).
         if let Endpoint::Update(id) = endpoint {
-            let id = id.ok_or_else(Problem::book_not_found)?;
-            if !store_call("update", self.inner.store.update(id, &input, now)).await? {
-                return Err(Problem::book_not_found());
+            let updated = match id {
+                Some(id) => store_call("update", store.update(id, &input, now)).await?,
+                None => None,
+            };
+            if let Some(book) = updated {
+                return Ok(render_book(&book, includes, format));
             }
-            return self.get(Some(id), includes, format, false).await;
+            // PUT validates before it looks for the book: a missing author is a 422.
+            if !store_call("author_exists", store.author_exists(input.author_id)).await? {
+                return Err(Problem::author_invalid());
+            }
+            return Err(Problem::book_not_found());
         }
-        let id = store_call("create", self.inner.store.create(&input, now)).await?;
-        let mut response = self.get(Some(id), includes, format, false).await?;
+        let book = store_call("create", store.create(&input, now)).await?;
+        let id = book.id;
+        let mut response = render_book(&book, includes, format);
         *response.status_mut() = StatusCode::CREATED;
         let location = format!("{}/books/{id}", self.mount_url());
         let location = HeaderValue::try_from(location).map_err(|_| Problem::internal())?;
@@ -360,13 +370,7 @@ impl BooksApi {
         let book = store_call("get", self.inner.store.get(id))
             .await?
             .ok_or_else(Problem::book_not_found)?;
-        let view = BookView::new(&book, includes);
-        Ok(tagged(render::success(
-            StatusCode::OK,
-            format,
-            "book",
-            &view,
-        )))
+        Ok(render_book(&book, includes, format))
     }
 
     /// The answer cached for `key` if the store's version (checked after this call) still
@@ -399,6 +403,12 @@ impl BooksApi {
             self.inner.config.prefix()
         )
     }
+}
+
+/// One book's answer, tagged.
+fn render_book(book: &BookRecord, includes: Includes, format: Format) -> Response<Bytes> {
+    let view = BookView::new(book, includes);
+    tagged(render::success(StatusCode::OK, format, "book", &view))
 }
 
 /// A book or page answer with its strong `ETag`.

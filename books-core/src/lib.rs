@@ -18,8 +18,8 @@
 //! # impl books_core::BookStore for NoStore {
 //! #   async fn list(&self, _: u64, _: u32) -> Result<books_core::BookPage, books_core::StoreError> { Ok(Default::default()) }
 //! #   async fn get(&self, _: i64) -> Result<Option<books_core::BookRecord>, books_core::StoreError> { Ok(None) }
-//! #   async fn create(&self, _: &books_core::BookInput, _: chrono::DateTime<chrono::Utc>) -> Result<i64, books_core::StoreError> { Ok(1) }
-//! #   async fn update(&self, _: i64, _: &books_core::BookInput, _: chrono::DateTime<chrono::Utc>) -> Result<bool, books_core::StoreError> { Ok(false) }
+//! #   async fn create(&self, _: &books_core::BookInput, _: chrono::DateTime<chrono::Utc>) -> Result<books_core::BookRecord, books_core::StoreError> { Err(books_core::StoreError::AuthorNotFound(0)) }
+//! #   async fn update(&self, _: i64, _: &books_core::BookInput, _: chrono::DateTime<chrono::Utc>) -> Result<Option<books_core::BookRecord>, books_core::StoreError> { Ok(None) }
 //! #   async fn delete(&self, _: i64) -> Result<bool, books_core::StoreError> { Ok(false) }
 //! #   async fn author_exists(&self, _: i64) -> Result<bool, books_core::StoreError> { Ok(false) }
 //! # }

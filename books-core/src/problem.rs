@@ -150,16 +150,19 @@ impl Problem {
 }
 
 impl Problem {
+    /// 422 on `author_id` alone: the author does not exist.
+    pub(crate) fn author_invalid() -> Self {
+        let mut errors = FieldErrors::default();
+        errors.add("author_id", crate::validate::AUTHOR_INVALID);
+        Self::invalid(errors)
+    }
+
     /// A store failure, answered without the store's own message, which travels along
     /// as the cause.
     pub(crate) fn from_store(error: Arc<StoreError>) -> Self {
         let problem = match &*error {
             StoreError::Unavailable(_) => Self::unavailable(),
-            StoreError::AuthorNotFound(_) => {
-                let mut errors = FieldErrors::default();
-                errors.add("author_id", crate::validate::AUTHOR_INVALID);
-                return Self::invalid(errors);
-            }
+            StoreError::AuthorNotFound(_) => return Self::author_invalid(),
             StoreError::Other(_) => Self::internal(),
         };
         Self {

@@ -32,7 +32,7 @@ pub struct BookRecord {
 pub struct BookInput {
     /// Title, 1..=255 characters, no control characters.
     pub title: String,
-    /// An author that existed at validation time.
+    /// A positive author id; whether the author exists is checked by the write.
     pub author_id: i64,
     /// Year, `2000..=` the current year.
     pub year: i32,
@@ -88,19 +88,22 @@ pub trait BookStore: Debug + Send + Sync + 'static {
     /// The book with this id joined with its author, or `None`.
     async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError>;
 
-    /// Stores a new book with `created_at = updated_at = now` and returns its id, which is
-    /// greater than every id handed out before (ids are never reused, even after delete).
-    /// If the author does not exist at write time: [`StoreError::AuthorNotFound`].
-    async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<i64, StoreError>;
+    /// Stores a new book with `created_at = updated_at = now` and returns it as
+    /// [`get`](Self::get) would (ideally in the same round trip). Its id is greater than
+    /// every id handed out before (ids are never reused, even after delete). If the
+    /// author does not exist at write time: [`StoreError::AuthorNotFound`] (the API
+    /// leaves that check to this call).
+    async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError>;
 
-    /// Replaces title, author and year and sets `updated_at = now`, keeping `created_at`.
-    /// Returns `false` if no book has this id. A missing author: [`StoreError::AuthorNotFound`].
+    /// Replaces title, author and year and sets `updated_at = now`, keeping `created_at`,
+    /// and returns the book as [`get`](Self::get) would; `None` if no book has this id.
+    /// A missing author: [`StoreError::AuthorNotFound`].
     async fn update(
         &self,
         id: i64,
         book: &BookInput,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<Option<BookRecord>, StoreError>;
 
     /// Deletes the book; returns `false` if no book has this id.
     async fn delete(&self, id: i64) -> Result<bool, StoreError>;

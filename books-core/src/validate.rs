@@ -9,31 +9,24 @@ pub(crate) const AUTHOR_INVALID: &str = "The selected author id is invalid.";
 const TITLE_MAX_CHARS: usize = 255;
 const YEAR_MIN: i128 = 2000;
 
-/// Checks `fields` against the contract's rules (the author through `store`), returning
-/// the input to store, a 422 problem with every failing field, or a store failure.
+/// Checks `fields` against the contract's rules, returning the input to store, a 422
+/// problem with every failing field, or a store failure. Whether the author exists is
+/// left to the write (which fails with `AuthorNotFound`) unless another field fails
+/// too: then `store` is asked, so that the 422 names every failing field.
 pub(crate) async fn validate(
     fields: Fields,
     store: &dyn BookStore,
     current_year: i32,
 ) -> Result<BookInput, Problem> {
-    let mut errors = FieldErrors::default();
-    let title = title(fields.title).map_err(|m| errors.add("title", m)).ok();
+    let title = title(fields.title);
     let author_id = match integer(&fields.author_id) {
         Err(Missing) => Err("The author id field is required."),
         Err(NotInteger) => Err("The author id must be an integer."),
-        Ok(id) => match i64::try_from(id) {
-            Ok(id)
-                if id >= 1
-                    && crate::metrics::store_call("author_exists", store.author_exists(id))
-                        .await? =>
-            {
-                Ok(id)
-            }
-            _ => Err(AUTHOR_INVALID),
-        },
-    }
-    .map_err(|m| errors.add("author_id", m))
-    .ok();
+        Ok(id) => i64::try_from(id)
+            .ok()
+            .filter(|id| *id >= 1)
+            .ok_or(AUTHOR_INVALID),
+    };
     let year = match integer(&fields.year) {
         Err(Missing) => Err("The year field is required.".to_owned()),
         Err(NotInteger) => Err("The year must be an integer.".to_owned()),
@@ -42,11 +35,28 @@ pub(crate) async fn validate(
             Err(format!("The year may not be greater than {current_year}."))
         }
         Ok(year) => Ok(year as i32),
+    };
+    let author_id = match author_id {
+        Ok(id) if title.is_err() || year.is_err() => {
+            match crate::metrics::store_call("author_exists", store.author_exists(id)).await? {
+                true => Ok(id),
+                false => Err(AUTHOR_INVALID),
+            }
+        }
+        checked => checked,
+    };
+    let mut errors = FieldErrors::default();
+    if let Err(message) = &title {
+        errors.add("title", *message);
     }
-    .map_err(|m| errors.add("year", m))
-    .ok();
+    if let Err(message) = &author_id {
+        errors.add("author_id", *message);
+    }
+    if let Err(message) = &year {
+        errors.add("year", message.as_str());
+    }
     match (title, author_id, year) {
-        (Some(title), Some(author_id), Some(year)) => Ok(BookInput {
+        (Ok(title), Ok(author_id), Ok(year)) => Ok(BookInput {
             title,
             author_id,
             year,

@@ -30,10 +30,15 @@ impl BookStore for Failing {
     async fn get(&self, _: i64) -> Result<Option<BookRecord>, StoreError> {
         Err(self.error())
     }
-    async fn create(&self, _: &BookInput, _: DateTime<Utc>) -> Result<i64, StoreError> {
+    async fn create(&self, _: &BookInput, _: DateTime<Utc>) -> Result<BookRecord, StoreError> {
         Err(self.error())
     }
-    async fn update(&self, _: i64, _: &BookInput, _: DateTime<Utc>) -> Result<bool, StoreError> {
+    async fn update(
+        &self,
+        _: i64,
+        _: &BookInput,
+        _: DateTime<Utc>,
+    ) -> Result<Option<BookRecord>, StoreError> {
         Err(self.error())
     }
     async fn delete(&self, _: i64) -> Result<bool, StoreError> {

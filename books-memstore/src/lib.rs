@@ -100,7 +100,7 @@ impl BookStore for MemStore {
         Ok(state.books.get(&id).map(|book| state.record(id, book)))
     }
 
-    async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<i64, StoreError> {
+    async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
         let mut state = self.write();
         if !state.authors.contains_key(&book.author_id) {
             return Err(StoreError::AuthorNotFound(book.author_id));
@@ -114,8 +114,9 @@ impl BookStore for MemStore {
             created_at: now,
             updated_at: now,
         };
+        let record = state.record(id, &stored);
         state.books.insert(id, stored);
-        Ok(id)
+        Ok(record)
     }
 
     async fn update(
@@ -123,10 +124,10 @@ impl BookStore for MemStore {
         id: i64,
         book: &BookInput,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<BookRecord>, StoreError> {
         let mut state = self.write();
         if !state.books.contains_key(&id) {
-            return Ok(false);
+            return Ok(None);
         }
         if !state.authors.contains_key(&book.author_id) {
             return Err(StoreError::AuthorNotFound(book.author_id));
@@ -136,7 +137,8 @@ impl BookStore for MemStore {
         stored.year = book.year;
         stored.author_id = Some(book.author_id);
         stored.updated_at = now;
-        Ok(true)
+        let stored = stored.clone();
+        Ok(Some(state.record(id, &stored)))
     }
 
     async fn delete(&self, id: i64) -> Result<bool, StoreError> {

@@ -204,15 +204,16 @@ impl BookStore for PostgresStore {
         Ok(row.map(BookRecord::from))
     }
 
-    async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<i64, StoreError> {
-        sqlx::query_scalar(self.sql.create.clone())
+    async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
+        let row: BookRow = sqlx::query_as(self.sql.create.clone())
             .bind(&book.title)
             .bind(book.author_id)
             .bind(book.year)
             .bind(now)
             .fetch_one(&self.pool)
             .await
-            .or_write_error(book.author_id)
+            .or_write_error(book.author_id)?;
+        Ok(row.into())
     }
 
     async fn update(
@@ -220,17 +221,17 @@ impl BookStore for PostgresStore {
         id: i64,
         book: &BookInput,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        let done = sqlx::query(self.sql.update.clone())
+    ) -> Result<Option<BookRecord>, StoreError> {
+        let row: Option<BookRow> = sqlx::query_as(self.sql.update.clone())
             .bind(&book.title)
             .bind(book.author_id)
             .bind(book.year)
             .bind(now)
             .bind(id)
-            .execute(&self.pool)
+            .fetch_optional(&self.pool)
             .await
             .or_write_error(book.author_id)?;
-        Ok(done.rows_affected() == 1)
+        Ok(row.map(BookRecord::from))
     }
 
     async fn delete(&self, id: i64) -> Result<bool, StoreError> {

@@ -55,6 +55,16 @@ macro_rules! select_books {
     };
 }
 
+/// A written book as [`BookRow`], in the write's own round trip (SQLite's `RETURNING`
+/// takes no table alias; `books` names the written row on both databases).
+macro_rules! returning_book {
+    () => {
+        "RETURNING id, title, year, author_id, \
+         (SELECT a.name FROM {s}authors a WHERE a.id = books.author_id) AS author_name, \
+         created_at, updated_at"
+    };
+}
+
 /// The list on SQLite: its table is its id b-tree, so a plain `LIMIT … OFFSET` is best.
 pub(crate) const LIST_SQLITE: &str = select_books!(
     ", (SELECT n FROM {s}book_count) AS total \
@@ -145,14 +155,16 @@ impl Statements {
             get: sql(select_books!(
                 " FROM {s}books b LEFT JOIN {s}authors a ON a.id = b.author_id WHERE b.id = $1"
             )),
-            create: sql(
+            create: sql(concat!(
                 "INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $4) RETURNING id",
-            ),
-            update: sql(
+                 VALUES ($1, $2, $3, $4, $4) ",
+                returning_book!()
+            )),
+            update: sql(concat!(
                 "UPDATE {s}books SET title = $1, author_id = $2, year = $3, \
-                 updated_at = $4 WHERE id = $5",
-            ),
+                 updated_at = $4 WHERE id = $5 ",
+                returning_book!()
+            )),
             delete: sql("DELETE FROM {s}books WHERE id = $1"),
             author_exists: sql("SELECT EXISTS (SELECT 1 FROM {s}authors WHERE id = $1)"),
             add_author: sql("INSERT INTO {s}authors (name) VALUES ($1) RETURNING id"),

@@ -147,7 +147,7 @@ async fn migrations_are_idempotent_and_upsert_keeps_ids_moving() {
         author_id: 40,
         year: 2020,
     };
-    let id = store.create(&book, Utc::now()).await.unwrap();
+    let id = store.create(&book, Utc::now()).await.unwrap().id;
     let found = store.get(id).await.unwrap().unwrap();
     assert_eq!(found.author_name.as_deref(), Some("Renamed"));
 }

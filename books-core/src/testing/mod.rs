@@ -117,7 +117,7 @@ macro_rules! store_conformance_suite {
             removed_author_leaves_book_without_author,
             create_with_missing_author_is_author_not_found,
             update_replaces_fields_and_keeps_created_at,
-            update_of_missing_id_is_false,
+            update_of_missing_id_is_none,
             update_with_missing_author_is_author_not_found,
             delete_removes_only_that_book,
             ids_are_never_reused_after_delete,

@@ -35,6 +35,7 @@ async fn create(store: &impl TestStore, title: &str, author_id: i64) -> i64 {
         .create(&input(title, author_id, 2001), at(1))
         .await
         .expect("create")
+        .id
 }
 
 async fn titles(store: &impl TestStore, offset: u64, limit: u32) -> (Vec<String>, u64) {
@@ -53,13 +54,13 @@ pub async fn empty_store_lists_nothing(store: impl TestStore) {
 
 pub async fn create_then_get_round_trips(store: impl TestStore) {
     let author = author(&store, "Frank Herbert").await;
-    let id = store
+    let created = store
         .create(&input("Dune ✓ \"quoted\" 'x' <&>", author, 2021), at(2))
         .await
         .unwrap();
-    assert!(id >= 1);
-    let book = store.get(id).await.unwrap().expect("created book");
-    assert_eq!(book.id, id);
+    assert!(created.id >= 1);
+    let book = store.get(created.id).await.unwrap().expect("created book");
+    assert_eq!(created, book, "create answers what get reads");
     assert_eq!(book.title, "Dune ✓ \"quoted\" 'x' <&>");
     assert_eq!(book.year, 2021);
     assert_eq!(book.author_id, Some(author));
@@ -168,8 +169,8 @@ pub async fn update_replaces_fields_and_keeps_created_at(store: impl TestStore) 
         .update(id, &input("after", second, 2010), at(9))
         .await
         .unwrap();
-    assert!(updated);
     let book = store.get(id).await.unwrap().unwrap();
+    assert_eq!(updated, Some(book.clone()), "update answers what get reads");
     assert_eq!(book.title, "after");
     assert_eq!(book.year, 2010);
     assert_eq!(book.author_id, Some(second));
@@ -178,13 +179,14 @@ pub async fn update_replaces_fields_and_keeps_created_at(store: impl TestStore) 
     assert_eq!(book.updated_at, at(9));
 }
 
-pub async fn update_of_missing_id_is_false(store: impl TestStore) {
+pub async fn update_of_missing_id_is_none(store: impl TestStore) {
     let author = author(&store, "A").await;
-    assert!(
-        !store
+    assert_eq!(
+        store
             .update(99, &input("x", author, 2001), at(1))
             .await
-            .unwrap()
+            .unwrap(),
+        None
     );
     assert_eq!(
         store.list(0, 20).await.unwrap().total,
@@ -255,7 +257,13 @@ pub async fn concurrent_creates_get_distinct_ids(store: impl TestStore) {
                 let mut ids = Vec::new();
                 for n in 0..4 {
                     let book = input(&format!("task {task} book {n}"), author, 2001);
-                    ids.push(store.create(&book, at(1)).await.expect("concurrent create"));
+                    ids.push(
+                        store
+                            .create(&book, at(1))
+                            .await
+                            .expect("concurrent create")
+                            .id,
+                    );
                 }
                 ids
             })
@@ -274,8 +282,8 @@ pub async fn concurrent_creates_get_distinct_ids(store: impl TestStore) {
     assert_eq!(page.books.iter().map(|b| b.id).collect::<Vec<_>>(), ids);
 }
 
-/// A store whose author check passes and then removes the author, as if another client
-/// deleted it between validation and the write.
+/// A store that removes the author just before each write, as if another client deleted
+/// it between validation and the write.
 #[derive(Debug)]
 struct VanishingAuthor<S>(S);
 
@@ -287,7 +295,8 @@ impl<S: TestStore> BookStore for VanishingAuthor<S> {
     async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
         self.0.get(id).await
     }
-    async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<i64, StoreError> {
+    async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
+        self.0.remove_author(book.author_id).await?;
         self.0.create(book, now).await
     }
     async fn update(
@@ -295,16 +304,15 @@ impl<S: TestStore> BookStore for VanishingAuthor<S> {
         id: i64,
         book: &BookInput,
         now: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Option<BookRecord>, StoreError> {
+        self.0.remove_author(book.author_id).await?;
         self.0.update(id, book, now).await
     }
     async fn delete(&self, id: i64) -> Result<bool, StoreError> {
         self.0.delete(id).await
     }
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
-        let exists = self.0.author_exists(id).await?;
-        self.0.remove_author(id).await?;
-        Ok(exists)
+        self.0.author_exists(id).await
     }
 }
 
@@ -392,7 +400,7 @@ pub async fn version_changes_with_every_write(store: impl TestStore) {
     };
     let id = author(&store, "A").await;
     changed(&store, "add an author").await;
-    let book = store.create(&input("T", id, 2020), at(1)).await.unwrap();
+    let book = store.create(&input("T", id, 2020), at(1)).await.unwrap().id;
     changed(&store, "create").await;
     let before_reads = version(&store).await;
     store.list(0, 10).await.unwrap();
@@ -437,7 +445,7 @@ pub async fn deep_pages_stay_exact_across_ranges(store: impl TestStore) {
             let store = store.clone();
             async move {
                 let book = input(&format!("Book {n}"), author, 2020);
-                store.create(&book, at(1)).await.unwrap()
+                store.create(&book, at(1)).await.unwrap().id
             }
         })
         .buffer_unordered(16)
