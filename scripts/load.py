@@ -7,6 +7,7 @@ that answer the same paths with the same bytes.
     python3 scripts/load.py --metrics-cost [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --shedding [--books 200000] [--seconds 5]
     python3 scripts/load.py --cache [--stores sqlite,postgres] [--rounds 3] [--seconds 5]
+    python3 scripts/load.py --versus [--stores sqlite,postgres] [--books 1000] [--rounds 3] [--seconds 5]
 
 Builds the release binaries, installs wrk (apt) and oha (cargo) if missing, pins every
 server to core 0 with one runtime thread (TOKIO_WORKER_THREADS=1) and the load
@@ -24,6 +25,11 @@ capacity for the last page (wrk, 4 connections), then offers 2x and 4x that rate
 (64 keep-alive connections, latency from each request's scheduled start) to the server
 without a bound on requests in flight and with `--max-in-flight 8`: p50/p99 of admitted
 (200) answers, the share shed (503) and how fast a 503 comes.
+
+`--versus` runs the server beside the hand-written axum + sqlx server
+(`benches/handwritten.rs`, its own tables, no cache) on the same database: list page 1
+and get one (16 connections), creates (50 connections), and a mixed workload (95% reads
+over the first 10 pages, 5% creates, 32 connections); throughput ratio to hand-written.
 
 `--bindings` instead compares the bindings (warp filter, tower Service, axum Router; the
 `bindings` example, one connection loop for all, memory store) with bare hyper serving
@@ -104,8 +110,8 @@ def rss_kib(pid):
     return 0
 
 
-def wrk(port, path, seconds, script=None):
-    cmd = ["taskset", "-c", "1", "wrk", "-t1", "-c32", f"-d{seconds}s", "--latency"]
+def wrk(port, path, seconds, script=None, connections=32):
+    cmd = ["taskset", "-c", "1", "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency"]
     if script:
         cmd += ["-s", script]
     out = subprocess.run(cmd + [f"http://127.0.0.1:{port}{path}"], check=True,
@@ -118,9 +124,9 @@ def wrk(port, path, seconds, script=None):
     return requests, rps, p50, p99, non2xx
 
 
-def measure(proc, port, path, seconds, script=None):
+def measure(proc, port, path, seconds, script=None, connections=32):
     before = cpu_seconds(proc.pid)
-    requests, rps, p50, p99, non2xx = wrk(port, path, seconds, script)
+    requests, rps, p50, p99, non2xx = wrk(port, path, seconds, script, connections)
     cpu = cpu_seconds(proc.pid) - before
     return {"rps": rps, "cpu_us": cpu / max(requests, 1) * 1e6, "p50": p50, "p99": p99, "non2xx": non2xx}
 
@@ -382,6 +388,85 @@ def cache_compare(args):
                 proc.wait()
 
 
+MIXED_LUA = """
+math.randomseed(os.time())
+request = function()
+  if math.random(100) <= 5 then
+    return wrk.format("POST", "/api/books", {["Content-Type"] = "application/x-www-form-urlencoded"},
+                      "title=Load+test&author_id=3&year=2020")
+  end
+  return wrk.format("GET", "/api/books?include=author&page=" .. math.random(10))
+end
+"""
+
+
+def versus(args):
+    """The server against the hand-written axum + sqlx one (benches/handwritten.rs) on
+    the same database server: repeated reads, creates at 50 connections and a mixed
+    workload (95% reads over the first 10 pages, 5% creates, 32 connections)."""
+    run(["cargo", "build", "--release", "-p", "books-benches", "--example", "handwritten"], cwd=ROOT)
+    tmp = tempfile.mkdtemp(prefix="books-versus-")
+    scripts = {}
+    for name, text in {"create": POST_LUA, "mixed": MIXED_LUA}.items():
+        scripts[name] = os.path.join(tmp, f"{name}.lua")
+        with open(scripts[name], "w") as f:
+            f.write(text)
+    ports = {"ours": 18094, "handwritten": 18095}
+    runs = {"list p1 + include": ("/api/books?include=author", None, 16),
+            "get one + include": ("/api/books/7?include=author", None, 16),
+            "creates": ("/api/books", "create", 50),
+            "mixed 95/5": ("/", "mixed", 32)}
+    print(f"{args.rounds} rounds x {args.seconds}s, servers on core 0 (one runtime thread), wrk -t1 on core 1; "
+          f"{args.books:,} books to start with.\n")
+    print("| store | workload | server | req/s | p99 | CPU µs/req | throughput ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for store in args.stores.split(","):
+        if store == "memory":
+            continue
+        url = prepare_store(store, tmp)
+        hand_url = url if store == "postgres" else f"sqlite://{tmp}/handwritten.db"
+        procs = {}
+        try:
+            procs["ours"] = start([SERVER, "--listen", f"127.0.0.1:{ports['ours']}", "--database-url", url,
+                                   "--metrics", "false"], ports["ours"])
+            procs["handwritten"] = start([f"{RELEASE}/handwritten", hand_url, f"127.0.0.1:{ports['handwritten']}"],
+                                         ports["handwritten"])
+            for port in ports.values():
+                fill_over_http(port, args.books)
+            results = {}
+            for _ in range(args.rounds):
+                for name, (path, script, conns) in runs.items():
+                    for target, port in ports.items():
+                        lua = scripts.get(script)
+                        r = measure(procs[target], port, path, args.seconds, lua, conns)
+                        results.setdefault((name, target), []).append(r)
+            for (name, target), rs in results.items():
+                pairs = zip(rs, results[(name, "handwritten")])
+                ratio = statistics.median(a["rps"] / b["rps"] for a, b in pairs)
+                bad = sum(r["non2xx"] for r in rs)
+                note = f" ({bad} non-2xx)" if bad else ""
+                print(f"| {store} | {name} | {target} | {statistics.median(r['rps'] for r in rs):,.0f}{note} | "
+                      f"{rs[-1]['p99']} | {statistics.median(r['cpu_us'] for r in rs):.1f} | {ratio:.2f}x |")
+        finally:
+            for proc in procs.values():
+                proc.terminate()
+                proc.wait()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fill_over_http(port, books):
+    """Posts books until the server holds at least `books` (a few at a time)."""
+    from concurrent.futures import ThreadPoolExecutor
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/books") as r:
+        have = json.loads(r.read())["meta"]["total"]
+    def post(_):
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/api/books", method="POST",
+                                         data=b"title=Seed&author_id=3&year=2020")
+        urllib.request.urlopen(request).read()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(post, range(max(books - have, 0))))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
@@ -391,10 +476,14 @@ def main():
     parser.add_argument("--metrics-cost", action="store_true")
     parser.add_argument("--shedding", action="store_true")
     parser.add_argument("--cache", action="store_true")
+    parser.add_argument("--versus", action="store_true")
     parser.add_argument("--books", type=int, default=200_000)
     parser.add_argument("--before", help="--metrics-cost: an older server binary to run beside")
     args = parser.parse_args()
-    ensure_tools(fixed_rate=not (args.bindings or args.metrics_cost or args.shedding or args.cache))
+    ensure_tools(fixed_rate=not (args.bindings or args.metrics_cost or args.shedding or args.cache
+                                 or args.versus))
+    if args.versus:
+        return versus(args)
     if args.cache:
         return cache_compare(args)
     if args.bindings:

@@ -279,7 +279,7 @@ async fn host_migrations_and_ours_share_one_database_in_either_order() {
             .await
             .expect("the host's re-run is a no-op");
         assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
-        assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3, 4, 5]);
+        assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3, 4, 5, 6]);
         api_works(store).await;
     }
 }
@@ -309,7 +309,7 @@ async fn versions_recorded_in_sqlx_default_table_are_adopted() {
         .await
         .expect("the host's migrator no longer finds our versions");
     assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
-    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3, 4, 5]);
+    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3, 4, 5, 6]);
     api_works(store).await;
 }
 
@@ -390,4 +390,52 @@ async fn cached_reads_see_every_writer() {
         host_sql(&host, &schema, sql, author).await
     })
     .await;
+}
+
+/// Concurrent creates spread their counts over slots (no single hot row), and once ids
+/// move on to the next range, the closed range's slots fold into one row: a deep page's
+/// prefix sum reads one row per closed range. Totals stay exact throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_spread_then_fold() {
+    use futures_util::StreamExt;
+    if !available().await {
+        return;
+    }
+    let store = fresh().await;
+    let schema = store.schema().unwrap().to_owned();
+    let author = books_core::AuthorStore::add_author(&store, Some("A"))
+        .await
+        .unwrap();
+    let create = |n: usize| {
+        let store = store.clone();
+        async move {
+            let book = books_core::BookInput {
+                title: format!("Book {n}"),
+                author_id: author,
+                year: 2020,
+            };
+            store.create(&book, chrono::Utc::now()).await.unwrap();
+        }
+    };
+    let host = PgPool::connect(&url()).await.unwrap();
+    let count = async |sql: &str| -> i64 {
+        sqlx::query_scalar(AssertSqlSafe(sql.replace("{s}", &format!("{schema}."))))
+            .fetch_one(&host)
+            .await
+            .unwrap()
+    };
+    let stream = futures_util::stream::iter(0..1000).map(create);
+    stream.buffer_unordered(16).collect::<Vec<()>>().await;
+    let slots = "SELECT COUNT(*) FROM {s}book_count WHERE n <> 0";
+    assert!(count(slots).await > 1, "counts spread over slots");
+    let open = "SELECT COUNT(*) FROM {s}book_ranges WHERE bucket = 0";
+    assert!(count(open).await > 1, "the open range has several slots");
+    for n in 1000..1100 {
+        create(n).await;
+    }
+    assert_eq!(count(open).await, 1, "the closed range folded into one row");
+    let total = "SELECT SUM(n)::BIGINT FROM {s}book_ranges";
+    assert_eq!(count(total).await, 1100);
+    assert_eq!(store.list(0, 1).await.unwrap().total, 1100);
+    assert_eq!(store.list(1099, 5).await.unwrap().books.len(), 1);
 }
