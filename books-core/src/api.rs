@@ -211,6 +211,7 @@ impl BooksApi {
                 if !store_call("delete", self.inner.store.delete(id)).await? {
                     return Err(Problem::book_not_found());
                 }
+                self.wrote();
                 Ok(render::success(
                     StatusCode::OK,
                     format,
@@ -248,6 +249,7 @@ impl BooksApi {
                 None => None,
             };
             if let Some(book) = updated {
+                self.wrote();
                 return Ok(render_book(&book, includes, format));
             }
             // PUT validates before it looks for the book: a missing author is a 422.
@@ -257,6 +259,7 @@ impl BooksApi {
             return Err(Problem::book_not_found());
         }
         let book = store_call("create", store.create(&input, now)).await?;
+        self.wrote();
         let id = book.id;
         let mut response = render_book(&book, includes, format);
         *response.status_mut() = StatusCode::CREATED;
@@ -310,13 +313,14 @@ impl BooksApi {
             .await
     }
 
+    /// A page's answer and the version it was read at.
     async fn render_list(
         &self,
         page: u64,
         includes: Includes,
         action: bool,
         format: Format,
-    ) -> Handled {
+    ) -> Result<Versioned, Problem> {
         let per_page = self.inner.config.page_size().get();
         let offset = Meta::offset(page, per_page);
         let found = store_call("list", self.inner.store.list(offset, per_page)).await?;
@@ -336,12 +340,8 @@ impl BooksApi {
             meta,
             links,
         };
-        Ok(tagged(render::success(
-            StatusCode::OK,
-            format,
-            "books",
-            &view,
-        )))
+        let answer = tagged(render::success(StatusCode::OK, format, "books", &view));
+        Ok((answer, found.version))
     }
 
     /// One book; `cached` reuses a rendered answer while the store's version holds
@@ -354,45 +354,64 @@ impl BooksApi {
         cached: bool,
     ) -> Handled {
         let id = id.ok_or_else(Problem::book_not_found)?;
+        let render = self.render_book(id, includes, format);
         if !cached {
-            return self.render_book(id, includes, format).await;
+            return render.await.map(|(answer, _)| answer);
         }
         let key = Key::Book {
             id,
             author: includes.author,
             xml: format == Format::Xml,
         };
-        self.cached(key, self.render_book(id, includes, format))
-            .await
+        self.cached(key, render).await
     }
 
-    async fn render_book(&self, id: i64, includes: Includes, format: Format) -> Handled {
-        let book = store_call("get", self.inner.store.get(id))
-            .await?
-            .ok_or_else(Problem::book_not_found)?;
-        Ok(render_book(&book, includes, format))
+    /// A book's answer and the version it was read at.
+    async fn render_book(
+        &self,
+        id: i64,
+        includes: Includes,
+        format: Format,
+    ) -> Result<Versioned, Problem> {
+        let (book, version) = store_call("get", self.inner.store.get_versioned(id)).await?;
+        let book = book.ok_or_else(Problem::book_not_found)?;
+        Ok((render_book(&book, includes, format), version))
     }
 
-    /// The answer cached for `key` if the store's version (checked after this call) still
-    /// holds, else `render`'s, kept for the next read at that version. Only successes
-    /// are kept.
-    async fn cached(&self, key: Key, render: impl Future<Output = Handled>) -> Handled {
+    /// The answer cached for `key` if a version check sent after this call finds its
+    /// version, else `render`'s, kept under the version it was read at. A key the cache
+    /// does not hold skips the check: the read itself is fresh, and carries its version.
+    async fn cached(
+        &self,
+        key: Key,
+        render: impl Future<Output = Result<Versioned, Problem>>,
+    ) -> Handled {
         let Some(cache) = &self.inner.cache else {
-            return render.await;
+            return render.await.map(|(answer, _)| answer);
         };
-        let version = cache
-            .version(&self.inner.store)
-            .await
-            .map_err(Problem::from_store)?;
-        let Some(version) = version else {
-            return render.await;
-        };
-        if let Some(hit) = cache.get(&key, version) {
-            return Ok(hit);
+        if cache.holds(&key) {
+            let version = cache
+                .version(&self.inner.store)
+                .await
+                .map_err(Problem::from_store)?;
+            if let Some(hit) = version.and_then(|version| cache.get(&key, version)) {
+                return Ok(hit);
+            }
+        } else {
+            crate::metrics::cache(false);
         }
-        let answer = render.await?;
-        cache.put(key, version, &answer);
+        let (answer, version) = render.await?;
+        if let Some(version) = version {
+            cache.put(key, version, &answer);
+        }
         Ok(answer)
+    }
+
+    /// After a write of ours: every cached answer is stale.
+    fn wrote(&self) {
+        if let Some(cache) = &self.inner.cache {
+            cache.clear();
+        }
     }
 
     /// `base_url` + prefix: where links start.
@@ -404,6 +423,9 @@ impl BooksApi {
         )
     }
 }
+
+/// An answer and the store version its data was read at, if the store says.
+type Versioned = (Response<Bytes>, Option<u64>);
 
 /// One book's answer, tagged.
 fn render_book(book: &BookRecord, includes: Includes, format: Format) -> Response<Bytes> {

@@ -1,11 +1,13 @@
 //! Rendered book and page answers, reused while the store's version holds.
 //!
 //! Exact: a read never returns data older than the last write acknowledged before the
-//! read started, whichever process made it. Every cached read waits for a version check
-//! *sent after it arrived*; checks are shared, so under load one check in flight (and
-//! the one queued behind it) answers for every request that arrived before it was sent.
-//! Entries are kept only for the newest version seen: a write makes them all stale, and
-//! the first read after it clears them.
+//! read started, whichever process made it. Every cached answer is served only after a
+//! version check *sent after its request arrived*; checks are shared, so under load one
+//! check in flight (and the one queued behind it) answers for every request that
+//! arrived before it was sent. A key the cache does not hold skips the check and reads
+//! at once: the store returns the version with the data, and the answer is kept under
+//! it. Entries are kept only for the newest version seen: a write makes them all stale;
+//! this process's own writes clear them at once, others' at the next check.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -159,6 +161,19 @@ impl Cache {
         .shared()
     }
 
+    /// Whether an answer for `key` is kept (at the newest version seen, which may be
+    /// stale: only [`get`](Self::get) after a check can tell).
+    pub(crate) fn holds(&self, key: &Key) -> bool {
+        lock(&self.entries).map.contains_key(key)
+    }
+
+    /// Drops every answer: this process just wrote.
+    pub(crate) fn clear(&self) {
+        let mut entries = lock(&self.entries);
+        entries.map.clear();
+        entries.bytes = 0;
+    }
+
     /// The answer cached for `key` at `version`, if any.
     pub(crate) fn get(&self, key: &Key, version: u64) -> Option<Response<Bytes>> {
         let mut entries = lock(&self.entries);
@@ -175,7 +190,7 @@ impl Cache {
         hit
     }
 
-    /// Keeps `answer` for `key`, read at `version` (a version read before its data).
+    /// Keeps `answer` for `key`, read at `version` (read in the same round trip).
     pub(crate) fn put(&self, key: Key, version: u64, answer: &Response<Bytes>) {
         let size = answer.body().len();
         if size > self.limits.bytes {

@@ -45,6 +45,10 @@ pub struct BookPage {
     pub books: Vec<BookRecord>,
     /// How many books the store holds in all.
     pub total: u64,
+    /// The store's [`version`](BookStore::version) the page was read at, from the same
+    /// round trip; `None` when the store does not read it with the page (the API then
+    /// does not reuse the answer).
+    pub version: Option<u64>,
 }
 
 /// Why a store call failed.
@@ -87,6 +91,16 @@ pub trait BookStore: Debug + Send + Sync + 'static {
 
     /// The book with this id joined with its author, or `None`.
     async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError>;
+
+    /// [`get`](Self::get), and the [`version`](Self::version) the book was read at from
+    /// the same round trip (`None` for a missing book, or when the store does not read
+    /// it with the data: the API then does not reuse the answer). The default has none.
+    async fn get_versioned(
+        &self,
+        id: i64,
+    ) -> Result<(Option<BookRecord>, Option<u64>), StoreError> {
+        Ok((self.get(id).await?, None))
+    }
 
     /// Stores a new book with `created_at = updated_at = now` and returns it as
     /// [`get`](Self::get) would (ideally in the same round trip). Its id is greater than

@@ -92,12 +92,21 @@ impl BookStore for MemStore {
         Ok(BookPage {
             books,
             total: state.books.len() as u64,
+            version: Some(state.version),
         })
     }
 
     async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
+        Ok(self.get_versioned(id).await?.0)
+    }
+
+    async fn get_versioned(
+        &self,
+        id: i64,
+    ) -> Result<(Option<BookRecord>, Option<u64>), StoreError> {
         let state = self.read();
-        Ok(state.books.get(&id).map(|book| state.record(id, book)))
+        let book = state.books.get(&id).map(|book| state.record(id, book));
+        Ok((book, Some(state.version)))
     }
 
     async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {

@@ -30,23 +30,42 @@ impl From<BookRow> for BookRecord {
     }
 }
 
-/// A row of a page: the join and the total from the counter, in one round trip.
+/// A row of a page: the join, the total and the version from the counter, in one round
+/// trip (one statement, so one snapshot).
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct PageRow {
     #[sqlx(flatten)]
     book: BookRow,
     total: i64,
+    version: i64,
 }
 
-/// The books of a page and the total its rows carry (`None` for an empty page).
-pub(crate) fn page(rows: Vec<PageRow>) -> (Vec<BookRecord>, Option<u64>) {
-    let total = rows.first().map(|row| row.total as u64);
-    (rows.into_iter().map(|row| row.book.into()).collect(), total)
+/// A book and the version it was read at.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct VersionedRow {
+    #[sqlx(flatten)]
+    pub(crate) book: BookRow,
+    pub(crate) version: i64,
+}
+
+/// The books of a page and the total and version its rows carry (`None` for an empty
+/// page).
+pub(crate) fn page(rows: Vec<PageRow>) -> (Vec<BookRecord>, Option<(i64, i64)>) {
+    let tally = rows.first().map(|row| (row.total, row.version));
+    (rows.into_iter().map(|row| row.book.into()).collect(), tally)
+}
+
+/// The page's total and version columns, summed over the counter's slots.
+macro_rules! tally {
+    () => {
+        ", (SELECT CAST(SUM(n) AS BIGINT) FROM {s}book_count) AS total, \
+         (SELECT CAST(SUM(version) AS BIGINT) FROM {s}book_count) AS version "
+    };
 }
 
 /// The join's columns, in [`BookRow`]'s names.
 macro_rules! select_books {
-    ($($rest:literal),+ $(,)?) => {
+    ($($rest:expr),+ $(,)?) => {
         concat!(
             "SELECT b.id, b.title, b.year, b.author_id, a.name AS author_name, \
              b.created_at, b.updated_at",
@@ -68,8 +87,8 @@ macro_rules! returning_book {
 /// The list on SQLite: its table is its id b-tree, so a plain `LIMIT … OFFSET` is best.
 #[cfg(feature = "sqlite")]
 pub(crate) const LIST_SQLITE: &str = select_books!(
-    ", (SELECT CAST(SUM(n) AS BIGINT) FROM {s}book_count) AS total \
-     FROM {s}books b LEFT JOIN {s}authors a ON a.id = b.author_id \
+    tally!(),
+    "FROM {s}books b LEFT JOIN {s}authors a ON a.id = b.author_id \
      ORDER BY b.id LIMIT $1 OFFSET $2"
 );
 
@@ -79,8 +98,8 @@ pub(crate) const LIST_SQLITE: &str = select_books!(
 /// optimisation.
 #[cfg(feature = "postgres")]
 pub(crate) const LIST_POSTGRES: &str = select_books!(
-    ", (SELECT CAST(SUM(n) AS BIGINT) FROM {s}book_count) AS total \
-     FROM (SELECT id FROM {s}books ORDER BY id LIMIT $1 OFFSET $2) p \
+    tally!(),
+    "FROM (SELECT id FROM {s}books ORDER BY id LIMIT $1 OFFSET $2) p \
      JOIN {s}books b ON b.id = p.id LEFT JOIN {s}authors a ON a.id = b.author_id ORDER BY b.id"
 );
 
@@ -105,8 +124,8 @@ macro_rules! start_of_page {
 pub(crate) const DEEP_SQLITE: &str = concat!(
     start_of_page!(),
     select_books!(
-        ", (SELECT CAST(SUM(n) AS BIGINT) FROM {s}book_count) AS total \
-         FROM {s}books b LEFT JOIN {s}authors a ON a.id = b.author_id \
+        tally!(),
+        "FROM {s}books b LEFT JOIN {s}authors a ON a.id = b.author_id \
          WHERE b.id >= (SELECT bucket * 1024 FROM s) \
          ORDER BY b.id LIMIT $1 OFFSET COALESCE((SELECT skip FROM s), 0)"
     )
@@ -117,8 +136,8 @@ pub(crate) const DEEP_SQLITE: &str = concat!(
 pub(crate) const DEEP_POSTGRES: &str = concat!(
     start_of_page!(),
     select_books!(
-        ", (SELECT CAST(SUM(n) AS BIGINT) FROM {s}book_count) AS total \
-         FROM (SELECT id FROM {s}books WHERE id >= (SELECT bucket * 1024 FROM s) \
+        tally!(),
+        "FROM (SELECT id FROM {s}books WHERE id >= (SELECT bucket * 1024 FROM s) \
                ORDER BY id LIMIT $1 OFFSET COALESCE((SELECT skip FROM s), 0)) p \
          JOIN {s}books b ON b.id = p.id LEFT JOIN {s}authors a ON a.id = b.author_id \
          ORDER BY b.id"
@@ -133,7 +152,8 @@ pub(crate) struct Statements {
     pub(crate) list: SqlStr,
     /// The list from [`RANGE`] books on.
     pub(crate) deep: SqlStr,
-    pub(crate) total: SqlStr,
+    /// The total and the version, for an empty page.
+    pub(crate) tally: SqlStr,
     pub(crate) version: SqlStr,
     pub(crate) get: SqlStr,
     pub(crate) create: SqlStr,
@@ -154,10 +174,13 @@ impl Statements {
         Self {
             list: sql(list),
             deep: sql(deep),
-            total: sql("SELECT CAST(SUM(n) AS BIGINT) FROM {s}book_count"),
+            tally: sql(
+                "SELECT CAST(SUM(n) AS BIGINT), CAST(SUM(version) AS BIGINT) FROM {s}book_count",
+            ),
             version: sql("SELECT CAST(SUM(version) AS BIGINT) FROM {s}book_count"),
             get: sql(select_books!(
-                " FROM {s}books b LEFT JOIN {s}authors a ON a.id = b.author_id WHERE b.id = $1"
+                ", (SELECT CAST(SUM(version) AS BIGINT) FROM {s}book_count) AS version \
+                 FROM {s}books b LEFT JOIN {s}authors a ON a.id = b.author_id WHERE b.id = $1"
             )),
             create: sql(concat!(
                 "INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \

@@ -13,7 +13,9 @@ use sqlx::sqlite::{
 };
 
 use crate::error::OrStoreError;
-use crate::rows::{BookRow, DEEP_SQLITE, LIST_SQLITE, PageRow, RANGE, Statements, page};
+use crate::rows::{
+    BookRow, DEEP_SQLITE, LIST_SQLITE, PageRow, RANGE, Statements, VersionedRow, page,
+};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
 /// How long a connection waits on another process's write lock before giving up (503).
@@ -156,24 +158,38 @@ impl BookStore for SqliteStore {
             .fetch_all(&self.readers)
             .await
             .or_store_error()?;
-        let (books, total) = page(rows);
-        let total = match total {
-            Some(total) => total,
-            None => sqlx::query_scalar::<_, i64>(self.sql.total.clone())
+        let (books, tally) = page(rows);
+        let (total, version) = match tally {
+            Some(tally) => tally,
+            None => sqlx::query_as::<_, (i64, i64)>(self.sql.tally.clone())
                 .fetch_one(&self.readers)
                 .await
-                .or_store_error()? as u64,
+                .or_store_error()?,
         };
-        Ok(BookPage { books, total })
+        Ok(BookPage {
+            books,
+            total: total as u64,
+            version: Some(version as u64),
+        })
     }
 
     async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
-        let row: Option<BookRow> = sqlx::query_as(self.sql.get.clone())
+        Ok(self.get_versioned(id).await?.0)
+    }
+
+    async fn get_versioned(
+        &self,
+        id: i64,
+    ) -> Result<(Option<BookRecord>, Option<u64>), StoreError> {
+        let row: Option<VersionedRow> = sqlx::query_as(self.sql.get.clone())
             .bind(id)
             .fetch_optional(&self.readers)
             .await
             .or_store_error()?;
-        Ok(row.map(BookRecord::from))
+        Ok(match row {
+            Some(row) => (Some(row.book.into()), Some(row.version as u64)),
+            None => (None, None),
+        })
     }
 
     async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {

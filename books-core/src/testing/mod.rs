@@ -127,6 +127,7 @@ macro_rules! store_conformance_suite {
             demo_data_loads_once_into_an_empty_store,
             reachable_store_is_ready,
             version_changes_with_every_write,
+            reads_carry_their_version,
             deep_pages_stay_exact_across_ranges,
         );
     };

@@ -425,6 +425,28 @@ pub async fn version_changes_with_every_write(store: impl TestStore) {
     changed(&store, "delete").await;
 }
 
+/// Pages and books come with the version they were read at (same round trip): the
+/// version a check reads before and after, moving with writes.
+pub async fn reads_carry_their_version(store: impl TestStore) {
+    let current = async || store.version().await.unwrap().expect("a version");
+    let empty = store.list(0, 20).await.unwrap();
+    assert_eq!(empty.version, Some(current().await), "an empty page");
+    let id = author(&store, "A").await;
+    let book = create(&store, "T", id).await;
+    let now = current().await;
+    let page = store.list(0, 20).await.unwrap();
+    assert_eq!((page.books.len(), page.version), (1, Some(now)), "a page");
+    let past = store.list(5, 20).await.unwrap();
+    assert_eq!((past.total, past.version), (1, Some(now)), "past the end");
+    let (found, version) = store.get_versioned(book).await.unwrap();
+    assert_eq!(found.map(|b| b.id), Some(book));
+    assert_eq!(version, Some(now), "a book");
+    create(&store, "U", id).await;
+    let (_, later) = store.get_versioned(book).await.unwrap();
+    assert!(later > Some(now), "a write moves it: {later:?} after {now}");
+    assert_eq!(store.list(0, 20).await.unwrap().version, later);
+}
+
 /// Pages at every kind of offset (inside the first 1,024 ids, at and across range
 /// boundaries, the last book, past the end) match a walk through the ids, before and
 /// after deletes in the middle and at both ends, and while deletes happen between pages.
