@@ -200,7 +200,7 @@ impl BooksApi {
                 self.inner.openapi.clone().unwrap_or_default(),
             )),
             Endpoint::List { action } => self.list(query, action, format).await,
-            Endpoint::Get(id) => self.get(id, query::includes(query)?, format, true).await,
+            Endpoint::Get(id) => self.get(id, query::includes(query)?, format).await,
             // Boxed: the write path's state (body, multipart, validation) would otherwise
             // make every read's future several times larger, and costlier to move.
             Endpoint::Create | Endpoint::Update(_) => {
@@ -222,7 +222,8 @@ impl BooksApi {
         }
     }
 
-    /// Create and update: read and decode the body, validate, write, reload.
+    /// Create and update: read and decode the body, validate, write (which returns the
+    /// book as stored).
     async fn write<B>(
         &self,
         endpoint: Endpoint,
@@ -344,26 +345,16 @@ impl BooksApi {
         Ok((answer, found.version))
     }
 
-    /// One book; `cached` reuses a rendered answer while the store's version holds
-    /// (writes reload fresh).
-    async fn get(
-        &self,
-        id: Option<i64>,
-        includes: Includes,
-        format: Format,
-        cached: bool,
-    ) -> Handled {
+    /// One book, reusing a rendered answer while the store's version holds.
+    async fn get(&self, id: Option<i64>, includes: Includes, format: Format) -> Handled {
         let id = id.ok_or_else(Problem::book_not_found)?;
-        let render = self.render_book(id, includes, format);
-        if !cached {
-            return render.await.map(|(answer, _)| answer);
-        }
         let key = Key::Book {
             id,
             author: includes.author,
             xml: format == Format::Xml,
         };
-        self.cached(key, render).await
+        self.cached(key, self.render_book(id, includes, format))
+            .await
     }
 
     /// A book's answer and the version it was read at.
