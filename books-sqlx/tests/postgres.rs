@@ -394,7 +394,8 @@ async fn cached_reads_see_every_writer() {
 
 /// Concurrent creates spread their counts over slots (no single hot row), and once ids
 /// move on to the next range, the closed range's slots fold into one row: a deep page's
-/// prefix sum reads one row per closed range. Totals stay exact throughout.
+/// prefix sum reads one row per closed range; a bulk insert adds one row per range.
+/// Totals stay exact throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_creates_spread_then_fold() {
     use futures_util::StreamExt;
@@ -436,6 +437,22 @@ async fn concurrent_creates_spread_then_fold() {
     assert_eq!(count(open).await, 1, "the closed range folded into one row");
     let total = "SELECT SUM(n)::BIGINT FROM {s}book_ranges";
     assert_eq!(count(total).await, 1100);
-    assert_eq!(store.list(0, 1).await.unwrap().total, 1100);
-    assert_eq!(store.list(1099, 5).await.unwrap().books.len(), 1);
+    // A bulk insert counts once per statement: one row per range it fills.
+    let bulk = format!(
+        "INSERT INTO {{s}}books (title, author_id, year, created_at, updated_at) \
+         SELECT 'Bulk', {author}, 2020, now(), now() FROM generate_series(1, 3000)"
+    );
+    count(&format!(
+        "WITH done AS ({bulk} RETURNING 1) SELECT COUNT(*) FROM done"
+    ))
+    .await;
+    let bulk_ranges = "SELECT COUNT(*) FROM {s}book_ranges WHERE bucket BETWEEN 2 AND 3";
+    assert_eq!(
+        count(bulk_ranges).await,
+        2,
+        "one row for each range the bulk filled"
+    );
+    assert_eq!(count(total).await, 4100);
+    assert_eq!(store.list(0, 1).await.unwrap().total, 4100);
+    assert_eq!(store.list(4099, 5).await.unwrap().books.len(), 1);
 }
