@@ -108,14 +108,23 @@ pub(crate) const LIST_POSTGRES: &str = select_books!(
 pub(crate) const RANGE: u64 = 1024;
 
 /// Finds the range a deep page starts in (`s.bucket`) and how many books of it to skip
-/// (`s.skip`, fewer than [`RANGE`]) by a prefix sum over the ranges.
+/// (`s.skip`, fewer than [`RANGE`]) by two short prefix sums: over the groups of 32
+/// ranges (`book_groups`) to find the page's group (`sg`), then over that group's ranges.
+/// Counts may sit in several slots per group or range (PostgreSQL), hence the sums.
 macro_rules! start_of_page {
     () => {
-        "WITH r AS (SELECT bucket, SUM(n) AS n, \
+        "WITH g AS (SELECT grp, SUM(n) AS n, \
+                    CAST(SUM(SUM(n)) OVER (ORDER BY grp ROWS UNBOUNDED PRECEDING) AS BIGINT) \
+                    AS upto FROM {s}book_groups GROUP BY grp), \
+         sg AS (SELECT grp, $2 - (upto - n) AS skip FROM g WHERE upto > $2 \
+                ORDER BY grp LIMIT 1), \
+         r AS (SELECT bucket, SUM(n) AS n, \
                     CAST(SUM(SUM(n)) OVER (ORDER BY bucket ROWS UNBOUNDED PRECEDING) AS BIGINT) \
-                    AS upto FROM {s}book_ranges GROUP BY bucket), \
-         s AS (SELECT bucket, $2 - (upto - n) AS skip FROM r WHERE upto > $2 \
-               ORDER BY bucket LIMIT 1) "
+                    AS upto FROM {s}book_ranges \
+                    WHERE bucket >= (SELECT grp * 32 FROM sg) \
+                      AND bucket < (SELECT grp * 32 + 32 FROM sg) GROUP BY bucket), \
+         s AS (SELECT bucket, (SELECT skip FROM sg) - (upto - n) AS skip FROM r \
+               WHERE upto > (SELECT skip FROM sg) ORDER BY bucket LIMIT 1) "
     };
 }
 

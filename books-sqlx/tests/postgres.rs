@@ -279,7 +279,10 @@ async fn host_migrations_and_ours_share_one_database_in_either_order() {
             .await
             .expect("the host's re-run is a no-op");
         assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
-        assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(
+            versions(&pool, MIGRATIONS_TABLE).await,
+            [1, 2, 3, 4, 5, 6, 7]
+        );
         api_works(store).await;
     }
 }
@@ -309,7 +312,10 @@ async fn versions_recorded_in_sqlx_default_table_are_adopted() {
         .await
         .expect("the host's migrator no longer finds our versions");
     assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
-    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(
+        versions(&pool, MIGRATIONS_TABLE).await,
+        [1, 2, 3, 4, 5, 6, 7]
+    );
     api_works(store).await;
 }
 
@@ -455,4 +461,16 @@ async fn concurrent_creates_spread_then_fold() {
     assert_eq!(count(total).await, 4100);
     assert_eq!(store.list(0, 1).await.unwrap().total, 4100);
     assert_eq!(store.list(4099, 5).await.unwrap().books.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_pages_cross_groups() {
+    if !available().await {
+        return;
+    }
+    let (ours, _, schema, host) = two_stores_and_a_host().await;
+    common::deep_pages_cross_groups(ours, async |sql, author| {
+        host_sql(&host, &schema, sql, author).await
+    })
+    .await;
 }

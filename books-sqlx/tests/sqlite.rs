@@ -183,7 +183,7 @@ async fn host_migrations_and_ours_share_one_file_in_either_order() {
             .await
             .expect("the host's re-run is a no-op");
         assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
-        assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3, 4]);
+        assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3, 4, 5]);
         sqlx::query("INSERT INTO widgets (name) VALUES ('w')")
             .execute(&pool)
             .await
@@ -214,7 +214,7 @@ async fn versions_recorded_in_sqlx_default_table_are_adopted() {
         .await
         .expect("the host's migrator no longer finds our versions");
     assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
-    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3, 4]);
+    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3, 4, 5]);
     api_works(store).await;
 }
 
@@ -252,4 +252,11 @@ async fn cached_reads_see_every_writer() {
         host_sql(&host, sql, author).await
     })
     .await;
+}
+
+#[tokio::test]
+async fn deep_pages_cross_groups() {
+    let (ours, _, host) = two_stores_and_a_host().await;
+    common::deep_pages_cross_groups(ours, async |sql, author| host_sql(&host, sql, author).await)
+        .await;
 }

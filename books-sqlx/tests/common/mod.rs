@@ -126,3 +126,61 @@ pub async fn cache_is_exact_across_writers<S>(
         "a delete elsewhere"
     );
 }
+
+/// Pages at and across the boundaries of range groups (32,768 ids) match a walk through
+/// the ids, after a host's bulk load of 70,000 books and deletes around the boundaries
+/// (by the host's SQL and through the store).
+pub async fn deep_pages_cross_groups<S: BookStore + AuthorStore>(
+    store: S,
+    host: impl AsyncFn(&'static str, i64),
+) {
+    let author = store.add_author(Some("A")).await.unwrap();
+    host(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 70000) \
+         INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
+         SELECT 'Bulk', $1, 2020, '2026-01-01 00:00:00', '2026-01-01 00:00:00' FROM n",
+        author,
+    )
+    .await;
+    let first = store.list(0, 1).await.unwrap().books[0].id;
+    let mut ids: Vec<i64> = (first..first + 70_000).collect();
+    for start in [32_700, 40_000, 65_500] {
+        host(
+            "DELETE FROM {s}books WHERE id >= $1 AND id < $1 + 100",
+            start,
+        )
+        .await;
+        ids.retain(|id| !(start..start + 100).contains(id));
+    }
+    for id in [first, first + 69_999, 32_768, 65_536, 65_537] {
+        store.delete(id).await.unwrap();
+        ids.retain(|&kept| kept != id);
+    }
+    let last = ids.len();
+    for offset in [
+        0,
+        1_023,
+        1_024,
+        32_000,
+        32_590,
+        32_600,
+        32_667,
+        32_668,
+        32_700,
+        39_900,
+        40_000,
+        65_300,
+        65_400,
+        65_431,
+        65_500,
+        69_000,
+        last - 1,
+        last,
+    ] {
+        let page = store.list(offset as u64, 20).await.unwrap();
+        let got: Vec<i64> = page.books.iter().map(|b| b.id).collect();
+        let want: Vec<i64> = ids.iter().skip(offset).take(20).copied().collect();
+        assert_eq!(got, want, "offset {offset}");
+        assert_eq!(page.total, last as u64, "total at offset {offset}");
+    }
+}
