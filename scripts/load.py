@@ -8,6 +8,7 @@ that answer the same paths with the same bytes.
     python3 scripts/load.py --shedding [--books 200000] [--seconds 5]
     python3 scripts/load.py --cache [--stores sqlite,postgres] [--rounds 3] [--seconds 5]
     python3 scripts/load.py --versus [--stores sqlite,postgres] [--books 1000] [--rounds 3] [--seconds 5]
+    python3 scripts/load.py --cache-memory [--books 1000000]
 
 Builds the release binaries, installs wrk (apt) and oha (cargo) if missing, pins every
 server to core 0 with one runtime thread (TOKIO_WORKER_THREADS=1) and the load
@@ -464,6 +465,38 @@ def versus(args):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def cache_memory(args):
+    """The server's RSS with its cache empty and full at its default bound (1,024
+    answers): SQLite with `--books` rows, 1,024 distinct pages with include=author."""
+    tmp = tempfile.mkdtemp(prefix="books-memory-")
+    port = 18096
+    url = f"sqlite://{tmp}/memory.db"
+    setup = start([SERVER, "--listen", f"127.0.0.1:{port}", "--database-url", url], port)
+    setup.terminate()
+    setup.wait()
+    fill_sqlite(f"{tmp}/memory.db", args.books)
+    rows = []
+    for cache in ("default", "0"):
+        extra = [] if cache == "default" else ["--cache-entries", "0"]
+        proc = start([SERVER, "--listen", f"127.0.0.1:{port}", "--database-url", url, "--metrics", "false",
+                      *extra], port)
+        try:
+            idle = rss_kib(proc.pid)
+            body = 0
+            for page in range(1, 1025):
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/books?include=author&page={page}") as r:
+                    body += len(r.read())
+            rows.append(f"| {cache} | {idle:,} | {rss_kib(proc.pid):,} | {body / 1024:,.0f} |")
+        finally:
+            proc.terminate()
+            proc.wait()
+    print(f"SQLite, {args.books:,} books, 1,024 distinct pages of 20 with include=author.\n")
+    print("| cache entries | RSS before, KiB | RSS after 1,024 pages, KiB | bodies served, KiB |")
+    print("|---|---|---|---|")
+    print("\n".join(rows))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def fill_over_http(port, books):
     """Posts books until the server holds at least `books` (a few at a time)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -487,11 +520,14 @@ def main():
     parser.add_argument("--shedding", action="store_true")
     parser.add_argument("--cache", action="store_true")
     parser.add_argument("--versus", action="store_true")
+    parser.add_argument("--cache-memory", action="store_true")
     parser.add_argument("--books", type=int, default=200_000)
     parser.add_argument("--before", help="--metrics-cost: an older server binary to run beside")
     args = parser.parse_args()
     ensure_tools(fixed_rate=not (args.bindings or args.metrics_cost or args.shedding or args.cache
-                                 or args.versus))
+                                 or args.versus or args.cache_memory))
+    if args.cache_memory:
+        return cache_memory(args)
     if args.versus:
         return versus(args)
     if args.cache:
