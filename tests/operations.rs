@@ -151,13 +151,16 @@ async fn metrics_count_requests_by_route_template() {
     // The 413 for the declared length lands in the counters before the next scrape.
     tokio::time::sleep(Duration::from_millis(200)).await;
 
+    // Pool gauges are sampled every second from start: wait for a sample taken after
+    // the reads above (the first may predate the readers' first connection).
+    let readers = [("pool", "sqlite_readers"), ("state", "idle")];
     let started = Instant::now();
     let text = loop {
         let scraped = send(addr, "GET", "/metrics", &[]).await;
         assert_eq!(scraped.status(), 200);
         let text = String::from_utf8(scraped.body().to_vec()).unwrap();
-        if text.contains("books_db_pool_connections") || started.elapsed() > Duration::from_secs(5)
-        {
+        let sampled = sample(&text, "books_db_pool_connections", &readers);
+        if sampled.is_some_and(|n| n >= 1.0) || started.elapsed() > Duration::from_secs(5) {
             break text;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -213,7 +216,6 @@ async fn metrics_count_requests_by_route_template() {
         sample(&text, "books_http_requests_in_flight", &[]),
         Some(0.0)
     );
-    let readers = [("pool", "sqlite_readers"), ("state", "idle")];
     assert!(sample(&text, "books_db_pool_connections", &readers).is_some_and(|n| n >= 1.0));
     let writer = [("pool", "sqlite_writer")];
     assert_eq!(

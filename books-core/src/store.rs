@@ -94,7 +94,8 @@ pub trait BookStore: Debug + Send + Sync + 'static {
 
     /// [`get`](Self::get), and the [`version`](Self::version) the book was read at from
     /// the same round trip (`None` for a missing book, or when the store does not read
-    /// it with the data: the API then does not reuse the answer). The default has none.
+    /// it with the data: the API then does not reuse the answer). The default has none;
+    /// a store that wraps another should forward this as well as `get`.
     async fn get_versioned(
         &self,
         id: i64,
