@@ -146,8 +146,7 @@ impl BookStore for MemStore {
         stored.year = book.year;
         stored.author_id = Some(book.author_id);
         stored.updated_at = now;
-        let stored = stored.clone();
-        Ok(Some(state.record(id, &stored)))
+        Ok(state.books.get(&id).map(|book| state.record(id, book)))
     }
 
     async fn delete(&self, id: i64) -> Result<bool, StoreError> {

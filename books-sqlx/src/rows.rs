@@ -30,16 +30,6 @@ impl From<BookRow> for BookRecord {
     }
 }
 
-/// A row of a page: the join, the total and the version from the counter, in one round
-/// trip (one statement, so one snapshot).
-#[derive(Debug, sqlx::FromRow)]
-pub(crate) struct PageRow {
-    #[sqlx(flatten)]
-    book: BookRow,
-    total: i64,
-    version: i64,
-}
-
 /// A book and the version it was read at.
 #[derive(Debug, sqlx::FromRow)]
 pub(crate) struct VersionedRow {
@@ -48,11 +38,23 @@ pub(crate) struct VersionedRow {
     pub(crate) version: i64,
 }
 
+/// A row of a page: the book and version, and the total from the counter, in one round
+/// trip (one statement, so one snapshot).
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct PageRow {
+    #[sqlx(flatten)]
+    row: VersionedRow,
+    total: i64,
+}
+
 /// The books of a page and the total and version its rows carry (`None` for an empty
 /// page).
 pub(crate) fn page(rows: Vec<PageRow>) -> (Vec<BookRecord>, Option<(i64, i64)>) {
-    let tally = rows.first().map(|row| (row.total, row.version));
-    (rows.into_iter().map(|row| row.book.into()).collect(), tally)
+    let tally = rows.first().map(|page| (page.total, page.row.version));
+    (
+        rows.into_iter().map(|page| page.row.book.into()).collect(),
+        tally,
+    )
 }
 
 /// The page's total and version columns, summed over the counter's slots.
