@@ -23,6 +23,10 @@ mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_books-api");
 
+/// Held by the tests that serve the API in this process: the metrics recorder is global,
+/// so another in-process test's requests would land in the metrics test's counters.
+static IN_PROCESS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Sends one request on a new connection.
 async fn send(
     addr: SocketAddr,
@@ -118,6 +122,7 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 /// rejections, in-flight and pool gauges beside them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_requests_by_route_template() {
+    let _alone = IN_PROCESS.lock().await;
     let store = books_api::open_store(&scratch_sqlite()).await.unwrap();
     let handle = books_api::install_metrics(store.clone()).expect("the only recorder");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -407,6 +412,7 @@ async fn request_ids_reach_the_logs() {
 /// endpoints still answer, and requests are admitted again once one finishes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn excess_requests_are_shed_at_once() {
+    let _alone = IN_PROCESS.lock().await;
     let store = books_api::open_store("memory").await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
