@@ -32,6 +32,9 @@ pub enum Error {
     /// The database URL names no store this server knows.
     #[error("unsupported database URL {0:?} (expected sqlite:…, postgres://…, or memory)")]
     UnknownDatabase(String),
+    /// `--push` names a store without push mode (PostgreSQL's only).
+    #[error("push mode needs a postgres:// database")]
+    PushNeedsPostgres,
     /// Connecting or migrating failed.
     #[error(transparent)]
     Database(#[from] books_sqlx::Error),
@@ -60,7 +63,7 @@ pub async fn build_api(
     options: &Options,
     local: SocketAddr,
 ) -> Result<(BooksApi, Arc<dyn DemoStore>), Error> {
-    let store = open_store(&options.database_url).await?;
+    let store = open_store(&options.database_url, options.push).await?;
     let config = options.config(local);
     if books_core::demo::load_if_empty(&*store, config.now()).await? {
         tracing::info!("loaded demo data into the empty database");

@@ -40,6 +40,13 @@ pub struct Options {
     )]
     pub database_url: String,
 
+    /// PostgreSQL: turn push mode on (`true`) or off (`false`) for the database — every
+    /// process on it — at start; unset leaves it as it is. While it is on, cached reads
+    /// ask the database nothing (a listener follows writes; answers may lag a write
+    /// elsewhere by about one round trip) and every write commits one at a time.
+    #[arg(long, env = "BOOKS_PUSH", action = clap::ArgAction::Set)]
+    pub push: Option<bool>,
+
     /// Route names to serve: `index` (/books/{id}), `action` (/books/update/{id}) or `both`.
     #[arg(long, env = "BOOKS_ROUTE_SCHEME", default_value = "both")]
     pub route_scheme: RouteScheme,

@@ -42,8 +42,14 @@ fn record_pool<DB: books_sqlx::sqlx::Database>(name: &'static str, pool: &Pool<D
     gauge!("books_db_pool_max_connections", "pool" => name).set(max);
 }
 
-/// Opens and migrates the store for `url`: `memory`, `sqlite:…` or `postgres://…`.
-pub async fn open_store(url: &str) -> Result<Arc<dyn DemoStore>, Error> {
+/// Opens and migrates the store for `url`: `memory`, `sqlite:…` or `postgres://…`. A
+/// PostgreSQL store listens for push mode, which `push` turns on or off for the database
+/// ([`PostgresStore::set_push`]); the other stores have none.
+pub async fn open_store(url: &str, push: Option<bool>) -> Result<Arc<dyn DemoStore>, Error> {
+    let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    if push.is_some() && !postgres {
+        return Err(Error::PushNeedsPostgres);
+    }
     if url == "memory" {
         return Ok(Arc::new(MemStore::new()));
     }
@@ -52,9 +58,13 @@ pub async fn open_store(url: &str) -> Result<Arc<dyn DemoStore>, Error> {
         store.migrate().await?;
         return Ok(Arc::new(store));
     }
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+    if postgres {
         let store = PostgresStore::connect_lazy(url)?;
         store.migrate().await?;
+        let store = store.listening();
+        if let Some(on) = push {
+            store.set_push(on).await?;
+        }
         return Ok(Arc::new(store));
     }
     Err(Error::UnknownDatabase(url.to_owned()))

@@ -123,7 +123,9 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_requests_by_route_template() {
     let _alone = IN_PROCESS.lock().await;
-    let store = books_api::open_store(&scratch_sqlite()).await.unwrap();
+    let store = books_api::open_store(&scratch_sqlite(), None)
+        .await
+        .unwrap();
     let handle = books_api::install_metrics(store.clone()).expect("the only recorder");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -413,7 +415,7 @@ async fn request_ids_reach_the_logs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn excess_requests_are_shed_at_once() {
     let _alone = IN_PROCESS.lock().await;
-    let store = books_api::open_store("memory").await.unwrap();
+    let store = books_api::open_store("memory", None).await.unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let limits = Limits {

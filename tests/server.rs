@@ -29,7 +29,9 @@ struct Running {
 
 impl Running {
     async fn start(database_url: &str, config: Config, limits: Limits) -> Running {
-        let store = books_api::open_store(database_url).await.expect("store");
+        let store = books_api::open_store(database_url, None)
+            .await
+            .expect("store");
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let api = BooksApi::from_arc(store.clone(), config);
@@ -318,8 +320,12 @@ fn cli_flags_parse() {
 #[tokio::test]
 async fn unknown_database_url_is_refused() {
     assert!(matches!(
-        books_api::open_store("mysql://x").await,
+        books_api::open_store("mysql://x", None).await,
         Err(books_api::Error::UnknownDatabase(_))
+    ));
+    assert!(matches!(
+        books_api::open_store("memory", Some(true)).await,
+        Err(books_api::Error::PushNeedsPostgres)
     ));
 }
 

@@ -370,8 +370,9 @@ impl BooksApi {
     }
 
     /// The answer cached for `key` if a version check sent after this call finds its
-    /// version, else `render`'s, kept under the version it was read at. A key the cache
-    /// does not hold skips the check: the read itself is fresh, and carries its version.
+    /// version (or the version the store knows without asking), else `render`'s, kept
+    /// under the version it was read at. A key the cache does not hold skips the check:
+    /// the read itself is fresh, and carries its version.
     async fn cached(
         &self,
         key: Key,
@@ -381,10 +382,13 @@ impl BooksApi {
             return render.await.map(|(answer, _)| answer);
         };
         if cache.holds(&key) {
-            let version = cache
-                .version(&self.inner.store)
-                .await
-                .map_err(Problem::from_store)?;
+            let version = match self.inner.store.known_version() {
+                Some(known) => Some(known),
+                None => cache
+                    .version(&self.inner.store)
+                    .await
+                    .map_err(Problem::from_store)?,
+            };
             if let Some(hit) = version.and_then(|version| cache.get(&key, version)) {
                 return Ok(hit);
             }

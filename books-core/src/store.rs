@@ -134,6 +134,16 @@ pub trait BookStore: Debug + Send + Sync + 'static {
         Ok(None)
     }
 
+    /// The [`version`](Self::version) without a round trip, when this process knows it
+    /// already: kept in memory (exact), or pushed by the database (PostgreSQL's push
+    /// mode while its listener is connected: current within the store's documented
+    /// staleness bound). The API's cache then trusts it instead of asking. `None` (the
+    /// default): ask [`version`](Self::version). A store that wraps another should
+    /// forward this.
+    fn known_version(&self) -> Option<u64> {
+        None
+    }
+
     /// Whether the store can answer now: one cheap round trip to the database (a
     /// readiness probe), [`StoreError::Unavailable`] when it cannot. Stores without a
     /// remote part keep the default, which is always ready.

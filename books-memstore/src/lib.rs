@@ -158,7 +158,12 @@ impl BookStore for MemStore {
     }
 
     async fn version(&self) -> Result<Option<u64>, StoreError> {
-        Ok(Some(self.read().version))
+        Ok(self.known_version())
+    }
+
+    /// Always known: the version lives in this process.
+    fn known_version(&self) -> Option<u64> {
+        Some(self.read().version)
     }
 }
 

@@ -29,6 +29,8 @@ mod error;
 mod migrate;
 #[cfg(feature = "postgres")]
 mod postgres_store;
+#[cfg(feature = "postgres")]
+pub mod push;
 mod rows;
 #[cfg(feature = "sqlite")]
 mod sqlite_store;

@@ -13,6 +13,7 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::error::OrStoreError;
+use crate::push::{self, Push};
 use crate::rows::{BookRow, LIST_POSTGRES, PageRow, RANGE, Statements, VersionedRow, page};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
@@ -30,6 +31,8 @@ pub struct PostgresStore {
     pool: PgPool,
     schema: Option<Arc<str>>,
     sql: Arc<Statements>,
+    /// The push listener, when [`listening`](Self::listening).
+    push: Option<Arc<Push>>,
 }
 
 impl PostgresStore {
@@ -68,6 +71,7 @@ impl PostgresStore {
             pool,
             schema: None,
             sql: Arc::new(Statements::new(LIST_POSTGRES, "")),
+            push: None,
         }
     }
 
@@ -83,11 +87,74 @@ impl PostgresStore {
         if !valid {
             return Err(Error::InvalidSchema(schema.to_owned()));
         }
-        Ok(Self {
+        let store = Self {
             sql: Arc::new(Statements::new(LIST_POSTGRES, &format!("{schema}."))),
             schema: Some(schema.into()),
             pool: self.pool,
+            push: None,
+        };
+        // A listener follows the tables it was started for.
+        Ok(if self.push.is_some() {
+            store.listening()
+        } else {
+            store
         })
+    }
+
+    /// This store with a push listener (a tokio task on one connection of its own, opened
+    /// with the pool's options; call inside a tokio runtime). While push mode is on for the database
+    /// ([`set_push`](Self::set_push)) and the listener is connected, the API's cache takes
+    /// the version the listener last read ([`BookStore::known_version`]) instead of
+    /// asking per request: cached reads cost no query, but may be as old as the
+    /// staleness bound in [`push`](crate::push) (typically one notification and one round
+    /// trip; at most [`HEARTBEAT`](push::HEARTBEAT) plus
+    /// [`PROBE_TIMEOUT`](push::PROBE_TIMEOUT) when a connection dies silently). Otherwise
+    /// the cache asks, exactly as without a listener. The listener stops when the last
+    /// clone of the store is dropped or the pool is closed.
+    pub fn listening(self) -> Self {
+        let state = push::state_sql(&self.sql_schema());
+        Self {
+            push: Some(Arc::new(Push::start(&self.pool, state))),
+            ..self
+        }
+    }
+
+    /// Turns push mode on or off for the database — every process and every writer,
+    /// the host's own SQL included — by attaching or dropping the `books_notify`
+    /// triggers (needs the right to alter the tables), and tells listeners at once.
+    /// Every write then notifies: PostgreSQL commits notifying transactions one at a
+    /// time, so writes slow down (BENCHMARKS.md measures by how much); it suits
+    /// read-mostly deployments. Safe to repeat.
+    pub async fn set_push(&self, on: bool) -> Result<(), Error> {
+        let s = self.sql_schema();
+        let mut tx = self.pool.begin().await?;
+        for table in ["books", "authors"] {
+            // Safe: `s` is empty or a checked identifier and a dot.
+            let ddl = if on {
+                format!(
+                    "CREATE OR REPLACE TRIGGER books_notify \
+                     AFTER INSERT OR UPDATE OR DELETE ON {s}{table} \
+                     FOR EACH STATEMENT EXECUTE FUNCTION {s}books_notify()"
+                )
+            } else {
+                format!("DROP TRIGGER IF EXISTS books_notify ON {s}{table}")
+            };
+            sqlx::query(AssertSqlSafe(ddl)).execute(&mut *tx).await?;
+        }
+        sqlx::query("SELECT pg_notify($1, 'push')")
+            .bind(push::CHANNEL)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The schema and a dot, or nothing: what goes before a table's name.
+    fn sql_schema(&self) -> String {
+        self.schema
+            .as_deref()
+            .map(|schema| format!("{schema}."))
+            .unwrap_or_default()
     }
 
     /// The schema of the store's tables, if one was named.
@@ -267,6 +334,11 @@ impl BookStore for PostgresStore {
             .await
             .or_store_error()?;
         Ok(Some(version as u64))
+    }
+
+    /// While [`listening`](Self::listening) in push mode: the version the listener last read.
+    fn known_version(&self) -> Option<u64> {
+        self.push.as_ref().and_then(|push| push.known())
     }
 
     /// Looks up author 0 through the store's own table and index: one round trip that

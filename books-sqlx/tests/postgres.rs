@@ -172,6 +172,19 @@ mod conformance {
     books_core::store_conformance_suite!(fresh, skip_unless = available);
 }
 
+/// A migrated store in push mode, listening.
+async fn fresh_pushing() -> PostgresStore {
+    let store = fresh().await.listening();
+    store.set_push(true).await.expect("push mode on");
+    store
+}
+
+/// The contract holds with notifying triggers and a listener.
+mod push_conformance {
+    use super::*;
+    books_core::store_conformance_suite!(fresh_pushing, skip_unless = available);
+}
+
 mod http_contract {
     use super::*;
     async fn in_process(config: Config) -> InProcess<PostgresStore> {
@@ -222,21 +235,10 @@ async fn unreachable_server_is_503_then_recovers() {
         "not ready while nothing listens"
     );
 
-    let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
-    let proxy = tokio::spawn(async move {
-        loop {
-            let (mut client, _) = listener.accept().await.unwrap();
-            let real = real.clone();
-            tokio::spawn(async move {
-                let mut server = TcpStream::connect(real).await.unwrap();
-                let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-            });
-        }
-    });
+    let _proxy = Proxy::start(port, real).await;
     assert_eq!(get(&api, "/api/books").await, 200);
     assert_eq!(get(&api, "/api/books/1").await, 404);
     api.ready().await.expect("ready once the server answers");
-    proxy.abort();
 }
 
 /// The host's pool over "its database": a fresh schema first on its `search_path`.
@@ -279,7 +281,10 @@ async fn host_migrations_and_ours_share_one_database_in_either_order() {
             .await
             .expect("the host's re-run is a no-op");
         assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
-        assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(
+            versions(&pool, MIGRATIONS_TABLE).await,
+            [1, 2, 3, 4, 5, 6, 7]
+        );
         api_works(store).await;
     }
 }
@@ -309,7 +314,10 @@ async fn versions_recorded_in_sqlx_default_table_are_adopted() {
         .await
         .expect("the host's migrator no longer finds our versions");
     assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
-    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(
+        versions(&pool, MIGRATIONS_TABLE).await,
+        [1, 2, 3, 4, 5, 6, 7]
+    );
     api_works(store).await;
 }
 
@@ -467,4 +475,166 @@ async fn deep_pages_cross_groups() {
         host_sql(&host, &schema, sql, author).await
     })
     .await;
+}
+
+/// Waits up to 5 s for the store's known version to satisfy `want`.
+async fn known_until(store: &PostgresStore, what: &str, want: impl Fn(Option<u64>) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !want(store.known_version()) {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: known version still {:?} after 5 s",
+            store.known_version()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A TCP proxy to the real server on `port` that can be cut (every connection with it).
+struct Proxy(tokio::task::JoinHandle<()>);
+
+impl Proxy {
+    async fn start(port: u16, real: String) -> Self {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
+        Self(tokio::spawn(async move {
+            let mut links = tokio::task::JoinSet::new();
+            loop {
+                let (mut client, _) = listener.accept().await.unwrap();
+                let real = real.clone();
+                links.spawn(async move {
+                    let mut server = TcpStream::connect(real).await.unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                });
+            }
+        }))
+    }
+}
+
+impl Drop for Proxy {
+    /// Cuts every connection: dropping the task drops its `JoinSet`, which aborts them.
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Push mode follows writers the API never sees (another store, the host's SQL), turns
+/// off and on for every listener, and gives way while the listener cannot reach the
+/// database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_mode_follows_every_writer() {
+    if !available().await {
+        return;
+    }
+    let (direct, theirs, schema, host) = two_stores_and_a_host().await;
+    let options = PostgresStore::options(&url()).unwrap();
+    let real = format!("{}:{}", options.get_host(), options.get_port());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let proxy = Proxy::start(port, real.clone()).await;
+    let ours = PostgresStore::connect_lazy_with(options.host("127.0.0.1").port(port))
+        .in_schema(&schema)
+        .unwrap()
+        .listening();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(ours.known_version(), None, "push mode is off by default");
+    theirs.set_push(true).await.unwrap();
+    let current = async || direct.version().await.unwrap();
+    let now = current().await;
+    known_until(&ours, "turned on elsewhere", |known| known == now).await;
+
+    let author = books_core::AuthorStore::add_author(&theirs, Some("A"))
+        .await
+        .unwrap();
+    let now = current().await;
+    known_until(&ours, "another store's write", |known| known == now).await;
+    host_sql(
+        &host,
+        &schema,
+        "INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
+         VALUES ('Host', $1, 2020, now(), now())",
+        author,
+    )
+    .await;
+    let now = current().await;
+    known_until(&ours, "the host's SQL", |known| known == now).await;
+
+    // The way to the database is cut: the listener gives way until it is back.
+    drop(proxy);
+    known_until(&ours, "cut off", |known| known.is_none()).await;
+    host_sql(
+        &host,
+        &schema,
+        "UPDATE {s}authors SET name = 'B' WHERE id = $1",
+        author,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(ours.known_version(), None, "still cut off");
+    let _proxy = Proxy::start(port, real).await;
+    let now = current().await;
+    known_until(&ours, "reconnected", |known| known == now).await;
+
+    theirs.set_push(false).await.unwrap();
+    known_until(&ours, "turned off elsewhere", |known| known.is_none()).await;
+}
+
+/// Through the API in push mode: cached answers follow the host's SQL within the bound,
+/// and the API's own writes are seen at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn push_mode_cache_follows_the_host() {
+    if !available().await {
+        return;
+    }
+    let (ours, _, schema, host) = two_stores_and_a_host().await;
+    let store = ours.listening();
+    store.set_push(true).await.unwrap();
+    let author = books_core::AuthorStore::add_author(&store, Some("A"))
+        .await
+        .unwrap();
+    let api = BooksApi::new(store.clone(), Config::default());
+    let title = async |path: &str| {
+        let request = http::Request::get(path).body(String::new()).unwrap();
+        let body = api.handle(request).await.into_body();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        json["title"].as_str().unwrap_or_default().to_owned()
+    };
+    let created = api
+        .handle(
+            http::Request::post("/api/books")
+                .header("content-type", "application/json")
+                .body(format!(
+                    r#"{{"title":"Mine","author_id":{author},"year":2020}}"#
+                ))
+                .unwrap(),
+        )
+        .await;
+    assert_eq!(created.status(), 201);
+    assert_eq!(
+        title("/api/books/1").await,
+        "Mine",
+        "our own write, at once"
+    );
+    let now = store.version().await.unwrap();
+    known_until(&store, "caught up", |known| known == now).await;
+    assert_eq!(title("/api/books/1").await, "Mine");
+    assert_eq!(title("/api/books/1").await, "Mine", "a cached answer");
+    host_sql(
+        &host,
+        &schema,
+        "UPDATE {s}books SET title = 'Theirs' WHERE author_id = $1",
+        author,
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while title("/api/books/1").await != "Theirs" {
+        assert!(
+            Instant::now() < deadline,
+            "the host's write unseen after 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }

@@ -128,6 +128,7 @@ macro_rules! store_conformance_suite {
             reachable_store_is_ready,
             version_changes_with_every_write,
             reads_carry_their_version,
+            known_version_catches_up,
             deep_pages_stay_exact_across_ranges,
         );
     };

@@ -447,6 +447,43 @@ pub async fn reads_carry_their_version(store: impl TestStore) {
     assert_eq!(store.list(0, 20).await.unwrap().version, later);
 }
 
+/// A version the store knows without asking ([`BookStore::known_version`]) is never
+/// ahead of the one it reads, and after each write catches up with it within 5 s (or
+/// gives way: `None` sends the API to ask).
+pub async fn known_version_catches_up(store: impl TestStore) {
+    async fn settles(store: &impl TestStore, what: &str) {
+        let read = store.version().await.unwrap().expect("a version");
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let known = store.known_version();
+            assert!(
+                known <= Some(read),
+                "{what}: known {known:?} ahead of {read}"
+            );
+            if known.is_none_or(|known| known == read) {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{what}: known {known:?} still behind {read} after 5 s"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+    settles(&store, "at start").await;
+    let id = author(&store, "A").await;
+    settles(&store, "add an author").await;
+    let book = create(&store, "T", id).await;
+    settles(&store, "create").await;
+    store
+        .update(book, &input("U", id, 2021), at(2))
+        .await
+        .unwrap();
+    settles(&store, "update").await;
+    store.delete(book).await.unwrap();
+    settles(&store, "delete").await;
+}
+
 /// Pages at every kind of offset (inside the first 1,024 ids, at and across range
 /// boundaries, the last book, past the end) match a walk through the ids, before and
 /// after deletes in the middle and at both ends, and while deletes happen between pages.
