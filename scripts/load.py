@@ -7,7 +7,7 @@ that answer the same paths with the same bytes.
     python3 scripts/load.py --metrics-cost [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --shedding [--books 200000] [--seconds 5]
     python3 scripts/load.py --cache [--stores sqlite,postgres] [--rounds 3] [--seconds 5]
-    python3 scripts/load.py --versus [--stores sqlite,postgres] [--books 1000] [--rounds 3] [--seconds 5]
+    python3 scripts/load.py --versus [--stores sqlite,postgres] [--books 1000] [--rounds 3] [--seconds 5] [--push]
     python3 scripts/load.py --cache-memory [--books 1000000]
 
 Builds the release binaries, installs wrk (apt) and oha (cargo) if missing, pins every
@@ -31,6 +31,9 @@ without a bound on requests in flight and with `--max-in-flight 8`: p50/p99 of a
 (`benches/handwritten.rs`, its own tables, no cache) on the same database: list page 1
 and get one (16 connections), creates (50 connections), and a mixed workload (95% reads
 over the first 10 pages, 5% creates, 32 connections); throughput ratio to hand-written.
+With `--push`, our server runs PostgreSQL in push mode (what every write then costs).
+
+`--cache` adds, on PostgreSQL, a server in push mode beside the exact one.
 
 `--bindings` instead compares the bindings (warp filter, tower Service, axum Router; the
 `bindings` example, one connection loop for all, memory store) with bare hyper serving
@@ -353,16 +356,22 @@ def cache_compare(args):
     paths = {"list p1 + include": "/api/books?include=author", "get one + include": "/api/books/7?include=author",
              # The same page asked again with the ETag the client holds: 304, no body.
              "list p1, 304": "/api/books?include=author&page=1"}
-    ports = {"cache on": 18091, "cache off": 18092, "hyper": 18093}
-    print(f"{args.rounds} rounds x {args.seconds}s, wrk -t1 -c16, servers on core 0 (one runtime thread).\n")
+    print(f"{args.rounds} rounds x {args.seconds}s, wrk -t1 -c16, servers on core 0 (one runtime thread); "
+          "PostgreSQL also in push mode (`--push true`: a listener, no version query per request).\n")
     print("| store | path | server | req/s | CPU µs/req | CPU ratio to hyper |")
     print("|---|---|---|---|---|---|")
     for store in args.stores.split(","):
         if store == "memory":
             continue
         url = prepare_store(store, tmp)
+        ports = {"cache on": 18091, "cache off": 18092, "hyper": 18093}
+        if store == "postgres":
+            ports["cache push"] = 18090
         procs = {}
         try:
+            if "cache push" in ports:
+                procs["cache push"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache push']}", "--database-url",
+                                             url, "--metrics", "false", "--push", "true"], ports["cache push"])
             procs["cache on"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache on']}", "--database-url", url,
                                        "--metrics", "false"], ports["cache on"])
             procs["cache off"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache off']}", "--database-url", url,
@@ -423,6 +432,7 @@ def versus(args):
         with open(scripts[name], "w") as f:
             f.write(text)
     ports = {"ours": 18094, "handwritten": 18095}
+    push = ["--push", "true"] if args.push else []
     runs = {"list p1 + include": ("/api/books?include=author", None, 16),
             "get one + include": ("/api/books/7?include=author", None, 16),
             "creates": ("/api/books", "create", 50),
@@ -439,7 +449,7 @@ def versus(args):
         procs = {}
         try:
             procs["ours"] = start([SERVER, "--listen", f"127.0.0.1:{ports['ours']}", "--database-url", url,
-                                   "--metrics", "false"], ports["ours"])
+                                   "--metrics", "false", *(push if store == "postgres" else [])], ports["ours"])
             procs["handwritten"] = start([f"{RELEASE}/handwritten", hand_url, f"127.0.0.1:{ports['handwritten']}"],
                                          ports["handwritten"])
             for port in ports.values():
@@ -521,6 +531,7 @@ def main():
     parser.add_argument("--cache", action="store_true")
     parser.add_argument("--versus", action="store_true")
     parser.add_argument("--cache-memory", action="store_true")
+    parser.add_argument("--push", action="store_true", help="--versus: our server in PostgreSQL push mode")
     parser.add_argument("--books", type=int, default=200_000)
     parser.add_argument("--before", help="--metrics-cost: an older server binary to run beside")
     args = parser.parse_args()

@@ -40,10 +40,11 @@ pub struct Options {
     )]
     pub database_url: String,
 
-    /// PostgreSQL: turn push mode on (`true`) or off (`false`) for the database — every
-    /// process on it — at start; unset leaves it as it is. While it is on, cached reads
-    /// ask the database nothing (a listener follows writes; answers may lag a write
-    /// elsewhere by about one round trip) and every write commits one at a time.
+    /// PostgreSQL: `true` turns push mode on for the database and listens: cached reads
+    /// ask the database nothing, and may lag a write made elsewhere by about one round
+    /// trip; every write to the database, whoever makes it, then commits one at a time.
+    /// `false` turns it off for the database. Unset: this process stays exact and leaves
+    /// the database as it is.
     #[arg(long, env = "BOOKS_PUSH", action = clap::ArgAction::Set)]
     pub push: Option<bool>,
 

@@ -42,9 +42,10 @@ fn record_pool<DB: books_sqlx::sqlx::Database>(name: &'static str, pool: &Pool<D
     gauge!("books_db_pool_max_connections", "pool" => name).set(max);
 }
 
-/// Opens and migrates the store for `url`: `memory`, `sqlite:…` or `postgres://…`. A
-/// PostgreSQL store listens for push mode, which `push` turns on or off for the database
-/// ([`PostgresStore::set_push`]); the other stores have none.
+/// Opens and migrates the store for `url`: `memory`, `sqlite:…` or `postgres://…`.
+/// `push` turns PostgreSQL's push mode on or off for the database
+/// ([`PostgresStore::set_push`]); on, this store also listens
+/// ([`PostgresStore::listening`]). The other stores have no push mode.
 pub async fn open_store(url: &str, push: Option<bool>) -> Result<Arc<dyn DemoStore>, Error> {
     let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
     if push.is_some() && !postgres {
@@ -61,9 +62,11 @@ pub async fn open_store(url: &str, push: Option<bool>) -> Result<Arc<dyn DemoSto
     if postgres {
         let store = PostgresStore::connect_lazy(url)?;
         store.migrate().await?;
-        let store = store.listening();
         if let Some(on) = push {
             store.set_push(on).await?;
+        }
+        if push == Some(true) {
+            return Ok(Arc::new(store.listening()));
         }
         return Ok(Arc::new(store));
     }
