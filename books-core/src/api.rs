@@ -381,7 +381,8 @@ impl BooksApi {
         let Some(cache) = &self.inner.cache else {
             return render.await.map(|(answer, _)| answer);
         };
-        if cache.holds(&key) {
+        let (held, mark) = cache.holds(&key);
+        if held {
             let version = match self.inner.store.known_version() {
                 Some(known) => Some(known),
                 None => cache
@@ -397,7 +398,7 @@ impl BooksApi {
         }
         let (answer, version) = render.await?;
         if let Some(version) = version {
-            cache.put(key, version, &answer);
+            cache.put(key, version, mark, &answer);
         }
         Ok(answer)
     }

@@ -67,6 +67,10 @@ pub(crate) struct Cache {
 struct Entries {
     /// The version every entry belongs to.
     version: u64,
+    /// How many times this process wrote: a read that started before a write keeps
+    /// nothing (its version may be older than the write's, which a pushed version may
+    /// not know yet).
+    writes: u64,
     map: HashMap<Key, Response<Bytes>>,
     bytes: usize,
 }
@@ -88,6 +92,15 @@ impl std::fmt::Debug for Checks {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Entries {
+    /// Empty, for `version`.
+    fn renew(&mut self, version: u64) {
+        self.version = version;
+        self.map.clear();
+        self.bytes = 0;
+    }
 }
 
 impl Cache {
@@ -162,9 +175,11 @@ impl Cache {
     }
 
     /// Whether an answer for `key` is kept (at the newest version seen, which may be
-    /// stale: only [`get`](Self::get) after a check can tell).
-    pub(crate) fn holds(&self, key: &Key) -> bool {
-        lock(&self.entries).map.contains_key(key)
+    /// stale: only [`get`](Self::get) after a check can tell), and the mark a read that
+    /// starts after this call hands to [`put`](Self::put).
+    pub(crate) fn holds(&self, key: &Key) -> (bool, u64) {
+        let entries = lock(&self.entries);
+        (entries.map.contains_key(key), entries.writes)
     }
 
     /// Drops every answer: this process just wrote.
@@ -172,16 +187,14 @@ impl Cache {
         let mut entries = lock(&self.entries);
         entries.map.clear();
         entries.bytes = 0;
+        entries.writes += 1;
     }
 
     /// The answer cached for `key` at `version`, if any.
     pub(crate) fn get(&self, key: &Key, version: u64) -> Option<Response<Bytes>> {
         let mut entries = lock(&self.entries);
         if version > entries.version {
-            *entries = Entries {
-                version,
-                ..Entries::default()
-            };
+            entries.renew(version);
         }
         let hit = (entries.version == version)
             .then(|| entries.map.get(key).cloned())
@@ -190,21 +203,19 @@ impl Cache {
         hit
     }
 
-    /// Keeps `answer` for `key`, read at `version` (read in the same round trip).
-    pub(crate) fn put(&self, key: Key, version: u64, answer: &Response<Bytes>) {
+    /// Keeps `answer` for `key`, read at `version` (in the same round trip) by a read
+    /// that took `mark` before it started; nothing if this process wrote meanwhile.
+    pub(crate) fn put(&self, key: Key, version: u64, mark: u64, answer: &Response<Bytes>) {
         let size = answer.body().len();
         if size > self.limits.bytes {
             return;
         }
         let mut entries = lock(&self.entries);
-        if version < entries.version {
+        if version < entries.version || mark != entries.writes {
             return;
         }
         if version > entries.version {
-            *entries = Entries {
-                version,
-                ..Entries::default()
-            };
+            entries.renew(version);
         }
         // Full: make room by dropping arbitrary entries (a write clears all anyway).
         while !entries.map.is_empty()
@@ -222,5 +233,38 @@ impl Cache {
             entries.bytes -= old.body().len();
         }
         entries.bytes += size;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: Key = Key::Book {
+        id: 1,
+        author: false,
+        xml: false,
+    };
+
+    fn answer(body: &'static str) -> Response<Bytes> {
+        Response::new(Bytes::from_static(body.as_bytes()))
+    }
+
+    /// A read that started before this process wrote keeps nothing, even at a version
+    /// the cache would serve (a pushed version may not know of the write yet).
+    #[test]
+    fn a_read_older_than_our_write_keeps_nothing() {
+        let cache = Cache::new(CacheLimits::default());
+        let (_, before) = cache.holds(&KEY);
+        cache.clear();
+        cache.put(KEY, 7, before, &answer("old"));
+        assert!(!cache.holds(&KEY).0);
+        assert!(cache.get(&KEY, 7).is_none());
+
+        let (_, after) = cache.holds(&KEY);
+        cache.put(KEY, 8, after, &answer("new"));
+        let hit = cache.get(&KEY, 8).expect("kept");
+        assert_eq!(hit.body().as_ref(), b"new");
+        assert!(cache.get(&KEY, 7).is_none(), "an older version never hits");
     }
 }

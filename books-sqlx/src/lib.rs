@@ -1,7 +1,9 @@
 //! SQLite and PostgreSQL stores for the books API, on sqlx, with embedded migrations.
 //!
 //! - [`SqliteStore`] (feature `sqlite`): the embedded default, one file, nothing to install.
-//! - [`PostgresStore`] (feature `postgres`): many stateless API processes over one database.
+//! - [`PostgresStore`] (feature `postgres`): many stateless API processes over one database;
+//!   optionally in [`push`] mode, where the database notifies writes and cached reads
+//!   query nothing.
 //!
 //! Both implement [`books_core::BookStore`] and [`books_core::AuthorStore`] and pass the
 //! shared conformance suite. Both are built the same ways: `connect(url)`,

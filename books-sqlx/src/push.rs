@@ -77,15 +77,22 @@ impl Drop for Push {
     }
 }
 
-/// Follows notifications until the store's pool is closed.
+/// Follows notifications, reconnecting after failures, until the store's pool is closed.
 async fn listen(store: PgPool, own: PgPool, state: SqlStr, known: Arc<AtomicU64>) {
     let set = |version: Option<u64>| known.store(version.unwrap_or(UNKNOWN), Ordering::Release);
-    while !store.is_closed() {
-        let Err(error) = follow(&own, &state, &set).await;
-        set(None);
-        tracing::warn!(%error, "push listener lost its connection; asking the database meanwhile");
-        sleep(RECONNECT).await;
+    let reconnecting = async {
+        loop {
+            let Err(error) = follow(&own, &state, &set).await;
+            set(None);
+            tracing::warn!(%error, "push listener lost its connection; asking the database meanwhile");
+            sleep(RECONNECT).await;
+        }
+    };
+    tokio::select! {
+        () = store.close_event() => set(None),
+        () = reconnecting => {}
     }
+    own.close().await;
 }
 
 /// Follows notifications on one connection until it fails.
