@@ -212,12 +212,7 @@ async fn unreachable_server_is_503_then_recovers() {
         .await
         .unwrap();
 
-    let port = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port().await;
     let store = PostgresStore::connect_lazy_with(options.host("127.0.0.1").port(port));
     let api = BooksApi::new(store, Config::default());
 
@@ -490,6 +485,12 @@ async fn known_until(store: &PostgresStore, what: &str, want: impl Fn(Option<u64
     }
 }
 
+/// A loopback port nothing listens on (for now).
+async fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    listener.local_addr().unwrap().port()
+}
+
 /// A TCP proxy to the real server on `port` that can be cut (every connection with it).
 struct Proxy(tokio::task::JoinHandle<()>);
 
@@ -528,12 +529,7 @@ async fn push_mode_follows_every_writer() {
     let (direct, theirs, schema, host) = two_stores_and_a_host().await;
     let options = PostgresStore::options(&url()).unwrap();
     let real = format!("{}:{}", options.get_host(), options.get_port());
-    let port = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port().await;
     let proxy = Proxy::start(port, real.clone()).await;
     let ours = PostgresStore::connect_lazy_with(options.host("127.0.0.1").port(port))
         .in_schema(&schema)
