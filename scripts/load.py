@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -378,13 +379,14 @@ def cache_compare(args):
             ports["cache push"] = 18090
         procs = {}
         try:
+            # One base URL for all: the same links, bytes and ETags from every server.
+            same = ["--database-url", url, "--metrics", "false", "--base-url", "http://localhost:8080"]
             if "cache push" in ports:
-                procs["cache push"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache push']}", "--database-url",
-                                             url, "--metrics", "false", "--push", "true"], ports["cache push"])
-            procs["cache on"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache on']}", "--database-url", url,
-                                       "--metrics", "false"], ports["cache on"])
-            procs["cache off"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache off']}", "--database-url", url,
-                                        "--metrics", "false", "--cache-entries", "0"], ports["cache off"])
+                procs["cache push"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache push']}", *same,
+                                             "--push", "true"], ports["cache push"])
+            procs["cache on"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache on']}", *same], ports["cache on"])
+            procs["cache off"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache off']}", *same,
+                                        "--cache-entries", "0"], ports["cache off"])
             specs, headers = [], {}
             for name, path in paths.items():
                 with urllib.request.urlopen(f"http://127.0.0.1:{ports['cache on']}{path}") as r:
@@ -397,6 +399,16 @@ def cache_compare(args):
                         f.write(body)
                     specs.append(f"{path}={status}:{r.headers['content-type'].replace(';', '%3B')}:{file}")
             procs["hyper"] = start([f"{RELEASE}/baseline", "hyper", f"127.0.0.1:{ports['hyper']}", *specs], ports["hyper"])
+            for name, header in headers.items():
+                for target, port in ports.items():
+                    request = urllib.request.Request(f"http://127.0.0.1:{port}{paths[name]}",
+                                                     headers=dict([header.split(": ", 1)]))
+                    try:
+                        urllib.request.urlopen(request)
+                        raise RuntimeError(f"{target} answered {name} with 200, not 304")
+                    except urllib.error.HTTPError as e:
+                        if e.code != 304:
+                            raise
             results = {}
             for _ in range(args.rounds):
                 for name, path in paths.items():
