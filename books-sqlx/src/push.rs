@@ -56,11 +56,7 @@ impl Push {
     /// Needs a tokio runtime.
     pub(crate) fn start(pool: &PgPool, state: SqlStr) -> Self {
         let known = Arc::new(AtomicU64::new(UNKNOWN));
-        let own = PgPoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_lazy_with((*pool.connect_options()).clone());
-        let task = tokio::spawn(listen(pool.clone(), own, state, known.clone()));
+        let task = tokio::spawn(listen(pool.clone(), state, known.clone()));
         Self { known, task }
     }
 
@@ -78,10 +74,16 @@ impl Drop for Push {
 }
 
 /// Follows notifications, reconnecting after failures, until the store's pool is closed.
-async fn listen(store: PgPool, own: PgPool, state: SqlStr, known: Arc<AtomicU64>) {
+async fn listen(store: PgPool, state: SqlStr, known: Arc<AtomicU64>) {
     let set = |version: Option<u64>| known.store(version.unwrap_or(UNKNOWN), Ordering::Release);
     let reconnecting = async {
         loop {
+            // A pool of one per attempt: a connection that went silent may stay stuck
+            // (sqlx unlistens on it before returning it) without holding up the next.
+            let own = PgPoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                .connect_lazy_with((*store.connect_options()).clone());
             let Err(error) = follow(&own, &state, &set).await;
             set(None);
             tracing::warn!(%error, "push listener lost its connection; asking the database meanwhile");
@@ -92,7 +94,6 @@ async fn listen(store: PgPool, own: PgPool, state: SqlStr, known: Arc<AtomicU64>
         () = store.close_event() => set(None),
         () = reconnecting => {}
     }
-    own.close().await;
 }
 
 /// Follows notifications on one connection until it fails.

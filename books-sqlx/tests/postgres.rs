@@ -4,8 +4,9 @@
 //! `postgres://postgres@127.0.0.1:5432/test`). Without it the tests skip with a message,
 //! except under `CI=true`, where a skip is a failure.
 
+use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use books_core::BookStore;
@@ -13,7 +14,7 @@ use books_core::testing::InProcess;
 use books_core::{BooksApi, Config, StoreError};
 use books_sqlx::sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use books_sqlx::sqlx::{self, AssertSqlSafe, Connection, PgConnection};
-use books_sqlx::{MIGRATIONS_TABLE, PostgresStore};
+use books_sqlx::{MIGRATIONS_TABLE, PostgresStore, push};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::OnceCell;
 
@@ -474,11 +475,21 @@ async fn deep_pages_cross_groups() {
 
 /// Waits up to 5 s for the store's known version to satisfy `want`.
 async fn known_until(store: &PostgresStore, what: &str, want: impl Fn(Option<u64>) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    known_within(Duration::from_secs(5), store, what, want).await;
+}
+
+/// Waits up to `bound` for the store's known version to satisfy `want`.
+async fn known_within(
+    bound: Duration,
+    store: &PostgresStore,
+    what: &str,
+    want: impl Fn(Option<u64>) -> bool,
+) {
+    let deadline = Instant::now() + bound;
     while !want(store.known_version()) {
         assert!(
             Instant::now() < deadline,
-            "{what}: known version still {:?} after 5 s",
+            "{what}: known version still {:?} after {bound:?}",
             store.known_version()
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -491,23 +502,49 @@ async fn free_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
-/// A TCP proxy to the real server on `port` that can be cut (every connection with it).
-struct Proxy(tokio::task::JoinHandle<()>);
+/// A TCP proxy to the real server on `port` that can be cut (every connection with it)
+/// or silenced (connections stay open, nothing gets through: a dead network path).
+struct Proxy(tokio::task::JoinHandle<()>, Arc<AtomicBool>);
 
 impl Proxy {
     async fn start(port: u16, real: String) -> Self {
         let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
-        Self(tokio::spawn(async move {
-            let mut links = tokio::task::JoinSet::new();
-            loop {
-                let (mut client, _) = listener.accept().await.unwrap();
-                let real = real.clone();
-                links.spawn(async move {
-                    let mut server = TcpStream::connect(real).await.unwrap();
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                });
-            }
-        }))
+        let silent = Arc::new(AtomicBool::new(false));
+        let quiet = silent.clone();
+        Self(
+            tokio::spawn(async move {
+                let mut links = tokio::task::JoinSet::new();
+                loop {
+                    let (client, _) = listener.accept().await.unwrap();
+                    let server = TcpStream::connect(&real).await.unwrap();
+                    let ((from_client, to_client), (from_server, to_server)) =
+                        (client.into_split(), server.into_split());
+                    links.spawn(pipe(from_client, to_server, quiet.clone()));
+                    links.spawn(pipe(from_server, to_client, quiet.clone()));
+                }
+            }),
+            silent,
+        )
+    }
+
+    /// Whether bytes stop getting through (they are read and dropped).
+    fn silence(&self, silent: bool) {
+        self.1.store(silent, Ordering::Relaxed);
+    }
+}
+
+/// Copies `from` to `to` until either side closes; while `silent`, drops what it reads.
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    silent: Arc<AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buffer = vec![0; 16 * 1024];
+    while let Ok(read @ 1..) = from.read(&mut buffer).await {
+        if !silent.load(Ordering::Relaxed) && to.write_all(&buffer[..read]).await.is_err() {
+            return;
+        }
     }
 }
 
@@ -520,7 +557,7 @@ impl Drop for Proxy {
 
 /// Push mode follows writers the API never sees (another store, the host's SQL), turns
 /// off and on for every listener, and gives way while the listener cannot reach the
-/// database.
+/// database: within its bound when the path goes silent, at once when it is cut.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_mode_follows_every_writer() {
     if !available().await {
@@ -558,7 +595,26 @@ async fn push_mode_follows_every_writer() {
     let now = current().await;
     known_until(&ours, "the host's SQL", |known| known == now).await;
 
-    // The way to the database is cut: the listener gives way until it is back.
+    // The way to the database goes silent (a dead network path, no reset): the listener
+    // gives way within its bound (a read every second at the latest, 1 s timeout).
+    proxy.silence(true);
+    let bound = push::HEARTBEAT + push::PROBE_TIMEOUT;
+    known_within(bound + Duration::from_secs(2), &ours, "silenced", |known| {
+        known.is_none()
+    })
+    .await;
+    proxy.silence(false);
+    host_sql(
+        &host,
+        &schema,
+        "UPDATE {s}authors SET name = 'C' WHERE id = $1",
+        author,
+    )
+    .await;
+    let now = current().await;
+    let back = Duration::from_secs(10);
+    known_within(back, &ours, "heard again", |known| known == now).await;
+    // Cut: it stays away until the database can be reached again.
     drop(proxy);
     known_until(&ours, "cut off", |known| known.is_none()).await;
     host_sql(
