@@ -111,6 +111,10 @@ impl PostgresStore {
     /// [`PROBE_TIMEOUT`](push::PROBE_TIMEOUT) when a connection dies silently). Otherwise
     /// the cache asks, exactly as without a listener. The listener stops when the last
     /// clone of the store is dropped or the pool is closed.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime (it spawns the listener's task).
     pub fn listening(self) -> Self {
         let state = push::state_sql(&self.sql_schema());
         Self {
