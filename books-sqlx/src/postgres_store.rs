@@ -207,10 +207,7 @@ impl PostgresStore {
             .await
             .or_store_error()?;
         // A checked identifier (`in_schema`), or none: nothing to inject.
-        let authors = match &self.schema {
-            Some(schema) => format!("{schema}.authors"),
-            None => "authors".to_owned(),
-        };
+        let authors = format!("{}authors", self.sql_schema());
         sqlx::query(AssertSqlSafe(format!(
             "SELECT setval(pg_get_serial_sequence('{authors}', 'id'), \
              GREATEST((SELECT MAX(id) FROM {authors}), 1))"
