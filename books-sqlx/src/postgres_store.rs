@@ -12,6 +12,7 @@ use sqlx::AssertSqlSafe;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
+use crate::check::CheckConnection;
 use crate::error::OrStoreError;
 use crate::push::{self, Push};
 use crate::rows::{BookRow, LIST_POSTGRES, PageRow, RANGE, Statements, VersionedRow, page};
@@ -33,6 +34,8 @@ pub struct PostgresStore {
     sql: Arc<Statements>,
     /// The push listener, when [`listening`](Self::listening).
     push: Option<Arc<Push>>,
+    /// The version check's own connection (no pool round trip).
+    check: Arc<CheckConnection<sqlx::Postgres>>,
 }
 
 impl PostgresStore {
@@ -72,6 +75,7 @@ impl PostgresStore {
             schema: None,
             sql: Arc::new(Statements::new(LIST_POSTGRES, "")),
             push: None,
+            check: Arc::default(),
         }
     }
 
@@ -92,6 +96,7 @@ impl PostgresStore {
             schema: Some(schema.into()),
             pool: self.pool,
             push: None,
+            check: self.check,
         };
         // A listener follows the tables it was started for.
         Ok(if self.push.is_some() {
@@ -330,10 +335,7 @@ impl BookStore for PostgresStore {
     }
 
     async fn version(&self) -> Result<Option<u64>, StoreError> {
-        let version: i64 = sqlx::query_scalar(self.sql.version.clone())
-            .fetch_one(&self.pool)
-            .await
-            .or_store_error()?;
+        let version = self.check.version(&self.pool, &self.sql.version).await?;
         Ok(Some(version as u64))
     }
 

@@ -9,9 +9,11 @@ use books_core::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreE
 use chrono::{DateTime, Utc};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    Sqlite, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
 };
 
+use crate::check::CheckConnection;
 use crate::error::OrStoreError;
 use crate::rows::{BookRow, LIST_SQLITE, PageRow, RANGE, Statements, VersionedRow, page};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
@@ -32,6 +34,9 @@ pub struct SqliteStore {
     readers: SqlitePool,
     writer: SqlitePool,
     sql: Arc<Statements>,
+    /// The version check's own connection (no pool round trip); none in memory, where
+    /// another connection would see a database of its own.
+    check: Option<Arc<CheckConnection<Sqlite>>>,
 }
 
 impl SqliteStore {
@@ -54,17 +59,13 @@ impl SqliteStore {
     /// Connects with explicit options. An in-memory database is one connection shared
     /// by readers and the writer (every further connection would see its own database).
     pub async fn connect_with(options: SqliteConnectOptions) -> Result<Self, Error> {
-        let in_memory = options
-            .get_filename()
-            .to_str()
-            .is_some_and(|name| name.starts_with("file:sqlx-in-memory") || name == ":memory:");
         let pool = |max: u32| {
             SqlitePoolOptions::new()
                 .max_connections(max)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
                 .test_before_acquire(false)
         };
-        if in_memory {
+        if in_memory(&options) {
             let single = pool(1)
                 .min_connections(1)
                 .idle_timeout(None)
@@ -88,10 +89,12 @@ impl SqliteStore {
     /// A store over the host's pools: writes through `writer` (best with one connection,
     /// so writers queue in process rather than on the file lock), reads through `readers`.
     pub fn from_pools(writer: SqlitePool, readers: SqlitePool) -> Self {
+        let check = (!in_memory(&readers.connect_options())).then(Arc::default);
         Self {
             readers,
             writer,
             sql: Arc::new(Statements::new(LIST_SQLITE, "")),
+            check,
         }
     }
 
@@ -238,10 +241,13 @@ impl BookStore for SqliteStore {
     }
 
     async fn version(&self) -> Result<Option<u64>, StoreError> {
-        let version: i64 = sqlx::query_scalar(self.sql.version.clone())
-            .fetch_one(&self.readers)
-            .await
-            .or_store_error()?;
+        let version = match &self.check {
+            Some(check) => check.version(&self.readers, &self.sql.version).await?,
+            None => sqlx::query_scalar(self.sql.version.clone())
+                .fetch_one(&self.readers)
+                .await
+                .or_store_error()?,
+        };
         Ok(Some(version as u64))
     }
 
@@ -270,4 +276,12 @@ impl AuthorStore for SqliteStore {
             .or_store_error()?;
         Ok(done.rows_affected() == 1)
     }
+}
+
+/// Whether `options` name an in-memory database (each connection would see its own).
+fn in_memory(options: &SqliteConnectOptions) -> bool {
+    options
+        .get_filename()
+        .to_str()
+        .is_some_and(|name| name.starts_with("file:sqlx-in-memory") || name == ":memory:")
 }

@@ -237,6 +237,45 @@ async fn unreachable_server_is_503_then_recovers() {
     api.ready().await.expect("ready once the server answers");
 }
 
+/// The version check runs on a connection of its own: when the way to the database goes
+/// silent, a check gives up within its bound (503, not a hang) and the next one, once
+/// the path is back, opens a fresh connection; cut off, checks fail until the database
+/// can be reached again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_check_connection_recovers() {
+    if !available().await {
+        return;
+    }
+    let options = fresh_options().await;
+    let real = format!("{}:{}", options.get_host(), options.get_port());
+    PostgresStore::connect_lazy_with(options.clone())
+        .migrate()
+        .await
+        .unwrap();
+    let port = free_port().await;
+    let proxy = Proxy::start(port, real.clone()).await;
+    let store = PostgresStore::connect_lazy_with(options.host("127.0.0.1").port(port));
+    let version = store.version().await.unwrap();
+    let unavailable = |result| matches!(result, Err(StoreError::Unavailable(_)));
+
+    proxy.silence(true);
+    let started = Instant::now();
+    assert!(unavailable(store.version().await), "silent path");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "gives up: {:?}",
+        started.elapsed()
+    );
+    proxy.silence(false);
+    assert_eq!(store.version().await.unwrap(), version, "path back");
+
+    drop(proxy);
+    assert!(unavailable(store.version().await), "cut off");
+    assert!(unavailable(store.version().await), "still cut off");
+    let _proxy = Proxy::start(port, real).await;
+    assert_eq!(store.version().await.unwrap(), version, "reachable again");
+}
+
 /// The host's pool over "its database": a fresh schema first on its `search_path`.
 async fn host_pool() -> PgPool {
     PgPoolOptions::new()

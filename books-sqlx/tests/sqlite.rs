@@ -62,7 +62,10 @@ async fn in_memory_url_is_one_shared_database() {
         author_id: author,
         year: 2020,
     };
+    let before = store.version().await.unwrap();
     store.create(&book, Utc::now()).await.unwrap();
+    let after = store.version().await.unwrap();
+    assert_ne!(after, before, "the version check reads the same database");
     let (a, b) = tokio::join!(store.list(0, 20), store.get(1));
     assert_eq!(a.unwrap().total, 1);
     assert!(b.unwrap().is_some());

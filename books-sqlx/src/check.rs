@@ -1,0 +1,68 @@
+//! The version check's connection of its own.
+//!
+//! sqlx 0.9 pings every connection handed back to a pool (one more round trip after
+//! every query, on its own task). The version check is exact mode's one query per batch
+//! of cached reads, sent back to back under load, so it skips that: it runs on a
+//! connection kept for it, opened with the pool's options on first use and again after a
+//! failure. BENCHMARKS.md ("Exact mode: what a check costs") measures the difference.
+
+use std::time::Duration;
+
+use books_core::StoreError;
+use sqlx::{ConnectOptions, Database, Executor, FromRow, IntoArguments, Pool, SqlStr};
+use tokio::sync::Mutex;
+use tokio::time::timeout;
+
+use crate::error::OrStoreError;
+
+/// The longest a check may take, connecting included, before it counts as unavailable
+/// (503) and its connection is dropped (a connection that went silent never answers).
+pub(crate) const CHECK_TIMEOUT: Duration = crate::ACQUIRE_TIMEOUT;
+
+/// One connection for the version query, shared by a store's clones.
+pub(crate) struct CheckConnection<DB: Database>(Mutex<Option<DB::Connection>>);
+
+impl<DB: Database> std::fmt::Debug for CheckConnection<DB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckConnection").finish_non_exhaustive()
+    }
+}
+
+impl<DB: Database> Default for CheckConnection<DB> {
+    fn default() -> Self {
+        Self(Mutex::new(None))
+    }
+}
+
+impl<DB> CheckConnection<DB>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    (i64,): for<'r> FromRow<'r, DB::Row>,
+{
+    /// Runs `sql` (one `BIGINT`) on this connection, opened like `pool`'s when there is
+    /// none; any failure drops it, so the next check starts on a fresh one.
+    pub(crate) async fn version(&self, pool: &Pool<DB>, sql: &SqlStr) -> Result<i64, StoreError> {
+        let mut slot = self.0.lock().await;
+        let checked = timeout(CHECK_TIMEOUT, async {
+            if slot.is_none() {
+                *slot = Some(pool.connect_options().connect().await?);
+            }
+            let conn = slot.as_mut().expect("opened above");
+            sqlx::query_scalar(sql.clone()).fetch_one(conn).await
+        })
+        .await;
+        match checked {
+            Ok(Ok(version)) => Ok(version),
+            Ok(Err(error)) => {
+                *slot = None;
+                Err(error).or_store_error()
+            }
+            Err(elapsed) => {
+                *slot = None;
+                Err(StoreError::unavailable(elapsed))
+            }
+        }
+    }
+}
