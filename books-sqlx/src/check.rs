@@ -1,10 +1,13 @@
 //! The version check's connection of its own.
 //!
 //! sqlx 0.9 pings every connection handed back to a pool (one more round trip after
-//! every query, on its own task). The version check is exact mode's one query per batch
-//! of cached reads, sent back to back under load, so it skips that: it runs on a
-//! connection kept for it, opened with the pool's options on first use and again after a
-//! failure. BENCHMARKS.md ("Exact mode: what a check costs") measures the difference.
+//! every query, on its own task). The version check is exact mode's one query per wave
+//! of cached reads, sent back to back under load, so a store that built its pool runs
+//! it on a connection kept for it, opened with the pool's options on first use and
+//! again after a failure. A store over a host's pool checks through that pool: the
+//! host may set its connections up in `after_connect` (a role, a `search_path`, a key),
+//! which a connection opened from the options alone would miss. BENCHMARKS.md ("Exact
+//! mode: a check per wave of requests") measures the difference.
 
 use std::time::Duration;
 
@@ -42,9 +45,14 @@ where
     (i64,): for<'r> FromRow<'r, DB::Row>,
 {
     /// Runs `sql` (one `BIGINT`) on this connection, opened like `pool`'s when there is
-    /// none; any failure drops it, so the next check starts on a fresh one.
-    pub(crate) async fn version(&self, pool: &Pool<DB>, sql: &SqlStr) -> Result<i64, StoreError> {
+    /// none; any failure drops it, so the next check starts on a fresh one. A closed
+    /// pool closes this connection too.
+    async fn version(&self, pool: &Pool<DB>, sql: &SqlStr) -> Result<i64, StoreError> {
         let mut slot = self.0.lock().await;
+        if pool.is_closed() {
+            *slot = None;
+            return Err(sqlx::Error::PoolClosed).or_store_error();
+        }
         let checked = timeout(CHECK_TIMEOUT, async {
             if slot.is_none() {
                 *slot = Some(pool.connect_options().connect().await?);
@@ -64,5 +72,27 @@ where
                 Err(StoreError::unavailable(elapsed))
             }
         }
+    }
+}
+
+/// The version, read by `sql` on `own` connection if the store has one, else through
+/// `pool`.
+pub(crate) async fn version<DB>(
+    own: Option<&CheckConnection<DB>>,
+    pool: &Pool<DB>,
+    sql: &SqlStr,
+) -> Result<i64, StoreError>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    (i64,): for<'r> FromRow<'r, DB::Row>,
+{
+    match own {
+        Some(own) => own.version(pool, sql).await,
+        None => sqlx::query_scalar(sql.clone())
+            .fetch_one(pool)
+            .await
+            .or_store_error(),
     }
 }

@@ -12,7 +12,7 @@ use sqlx::AssertSqlSafe;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
-use crate::check::CheckConnection;
+use crate::check::{self, CheckConnection};
 use crate::error::OrStoreError;
 use crate::push::{self, Push};
 use crate::rows::{BookRow, LIST_POSTGRES, PageRow, RANGE, Statements, VersionedRow, page};
@@ -34,8 +34,8 @@ pub struct PostgresStore {
     sql: Arc<Statements>,
     /// The push listener, when [`listening`](Self::listening).
     push: Option<Arc<Push>>,
-    /// The version check's own connection (no pool round trip).
-    check: Arc<CheckConnection<sqlx::Postgres>>,
+    /// The version check's own connection, when this store built its pool.
+    check: Option<Arc<CheckConnection<sqlx::Postgres>>>,
 }
 
 impl PostgresStore {
@@ -54,7 +54,9 @@ impl PostgresStore {
 
     /// Connects with explicit options, failing if the server is down.
     pub async fn connect_with(options: PgConnectOptions) -> Result<Self, Error> {
-        Ok(Self::from_pool(pool_options().connect_with(options).await?))
+        Ok(Self::from_own_pool(
+            pool_options().connect_with(options).await?,
+        ))
     }
 
     /// A store for `url` with [`options`](Self::options); connects on first use.
@@ -64,18 +66,28 @@ impl PostgresStore {
 
     /// A store with explicit options; connects on first use.
     pub fn connect_lazy_with(options: PgConnectOptions) -> Self {
-        Self::from_pool(pool_options().connect_lazy_with(options))
+        Self::from_own_pool(pool_options().connect_lazy_with(options))
     }
 
     /// A store over a pool the host already has. Its connections keep the host's
-    /// settings (no statement timeout unless the host sets one).
+    /// settings (no statement timeout unless the host sets one); version checks go
+    /// through it as well.
     pub fn from_pool(pool: PgPool) -> Self {
         Self {
             pool,
             schema: None,
             sql: Arc::new(Statements::new(LIST_POSTGRES, "")),
             push: None,
-            check: Arc::default(),
+            check: None,
+        }
+    }
+
+    /// A store over a pool it built from options alone: its version check gets a
+    /// connection of its own.
+    fn from_own_pool(pool: PgPool) -> Self {
+        Self {
+            check: Some(Arc::default()),
+            ..Self::from_pool(pool)
         }
     }
 
@@ -335,7 +347,7 @@ impl BookStore for PostgresStore {
     }
 
     async fn version(&self) -> Result<Option<u64>, StoreError> {
-        let version = self.check.version(&self.pool, &self.sql.version).await?;
+        let version = check::version(self.check.as_deref(), &self.pool, &self.sql.version).await?;
         Ok(Some(version as u64))
     }
 

@@ -13,7 +13,7 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 
-use crate::check::CheckConnection;
+use crate::check::{self, CheckConnection};
 use crate::error::OrStoreError;
 use crate::rows::{BookRow, LIST_SQLITE, PageRow, RANGE, Statements, VersionedRow, page};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
@@ -34,8 +34,8 @@ pub struct SqliteStore {
     readers: SqlitePool,
     writer: SqlitePool,
     sql: Arc<Statements>,
-    /// The version check's own connection (no pool round trip); none in memory, where
-    /// another connection would see a database of its own.
+    /// The version check's own connection, when this store built its pools for a file
+    /// (in memory, another connection would see a database of its own).
     check: Option<Arc<CheckConnection<Sqlite>>>,
 }
 
@@ -76,7 +76,10 @@ impl SqliteStore {
         }
         let writer = pool(1).connect_with(options.clone()).await?;
         let readers = pool(4).connect_with(options).await?;
-        Ok(Self::from_pools(writer, readers))
+        Ok(Self {
+            check: Some(Arc::default()),
+            ..Self::from_pools(writer, readers)
+        })
     }
 
     /// A store over a pool the host already has, for reads and writes alike. Its
@@ -87,14 +90,14 @@ impl SqliteStore {
     }
 
     /// A store over the host's pools: writes through `writer` (best with one connection,
-    /// so writers queue in process rather than on the file lock), reads through `readers`.
+    /// so writers queue in process rather than on the file lock), reads and version
+    /// checks through `readers`.
     pub fn from_pools(writer: SqlitePool, readers: SqlitePool) -> Self {
-        let check = (!in_memory(&readers.connect_options())).then(Arc::default);
         Self {
             readers,
             writer,
             sql: Arc::new(Statements::new(LIST_SQLITE, "")),
-            check,
+            check: None,
         }
     }
 
@@ -241,13 +244,8 @@ impl BookStore for SqliteStore {
     }
 
     async fn version(&self) -> Result<Option<u64>, StoreError> {
-        let version = match &self.check {
-            Some(check) => check.version(&self.readers, &self.sql.version).await?,
-            None => sqlx::query_scalar(self.sql.version.clone())
-                .fetch_one(&self.readers)
-                .await
-                .or_store_error()?,
-        };
+        let version =
+            check::version(self.check.as_deref(), &self.readers, &self.sql.version).await?;
         Ok(Some(version as u64))
     }
 

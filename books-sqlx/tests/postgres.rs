@@ -276,6 +276,47 @@ async fn version_check_connection_recovers() {
     assert_eq!(store.version().await.unwrap(), version, "reachable again");
 }
 
+/// A host's pool may set its connections up itself (here `search_path` in
+/// `after_connect`, which its options do not carry): the store's version checks go
+/// through that pool, so they read the tables the store writes.
+#[tokio::test]
+async fn host_pool_set_up_in_after_connect_checks_through_it() {
+    if !available().await {
+        return;
+    }
+    let schema = fresh_schema();
+    let mut conn = PgConnection::connect(&url()).await.unwrap();
+    sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let set_up = format!("SET search_path TO {schema}");
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .after_connect(move |conn, _| {
+            let set_up = set_up.clone();
+            Box::pin(async move {
+                sqlx::query(AssertSqlSafe(set_up)).execute(conn).await?;
+                Ok(())
+            })
+        })
+        .connect(&url())
+        .await
+        .unwrap();
+    // The host runs our migrations with its own tooling, on its own connections.
+    PostgresStore::migrator().run(&pool).await.unwrap();
+    let store = PostgresStore::from_pool(pool);
+    let before = store.version().await.unwrap();
+    books_core::AuthorStore::add_author(&store, Some("A"))
+        .await
+        .unwrap();
+    assert_ne!(
+        store.version().await.unwrap(),
+        before,
+        "sees the store's write"
+    );
+}
+
 /// The host's pool over "its database": a fresh schema first on its `search_path`.
 async fn host_pool() -> PgPool {
     PgPoolOptions::new()
