@@ -129,7 +129,10 @@ async fn postgres() {
         .bind(loaded + 1).bind(target).bind(AUTHORS).execute(store.pool()).await.unwrap();
         // What autovacuum does within a minute of a bulk load: statistics, and the
         // visibility map that lets a deep page skip ids without visiting the heap.
-        sqlx::query("VACUUM ANALYZE").execute(store.pool()).await.unwrap();
+        sqlx::query("VACUUM ANALYZE")
+            .execute(store.pool())
+            .await
+            .unwrap();
         eprintln!("postgres: loaded {target} books in {:?}", started.elapsed());
         loaded = target;
         let api = BooksApi::new(store.clone(), Config::default().with_cache(None));
