@@ -199,6 +199,19 @@ async fn get(api: &BooksApi, path: &str) -> u16 {
     api.handle(request).await.status().as_u16()
 }
 
+/// A store of a fresh migrated schema that reaches the server through `port` (where
+/// nothing listens until a [`Proxy`] does), and the real server's address.
+async fn migrated_behind(port: u16) -> (PostgresStore, String) {
+    let options = fresh_options().await;
+    let real = format!("{}:{}", options.get_host(), options.get_port());
+    PostgresStore::connect_lazy_with(options.clone())
+        .migrate()
+        .await
+        .unwrap();
+    let store = PostgresStore::connect_lazy_with(options.host("127.0.0.1").port(port));
+    (store, real)
+}
+
 /// A store pointed at a port where nothing listens answers 503; once a server answers
 /// there (a proxy to the real one), the same store works without a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,15 +219,8 @@ async fn unreachable_server_is_503_then_recovers() {
     if !available().await {
         return;
     }
-    let options = fresh_options().await;
-    let real = format!("{}:{}", options.get_host(), options.get_port());
-    PostgresStore::connect_lazy_with(options.clone())
-        .migrate()
-        .await
-        .unwrap();
-
     let port = free_port().await;
-    let store = PostgresStore::connect_lazy_with(options.host("127.0.0.1").port(port));
+    let (store, real) = migrated_behind(port).await;
     let api = BooksApi::new(store, Config::default());
 
     let started = Instant::now();
@@ -246,15 +252,9 @@ async fn version_check_connection_recovers() {
     if !available().await {
         return;
     }
-    let options = fresh_options().await;
-    let real = format!("{}:{}", options.get_host(), options.get_port());
-    PostgresStore::connect_lazy_with(options.clone())
-        .migrate()
-        .await
-        .unwrap();
     let port = free_port().await;
+    let (store, real) = migrated_behind(port).await;
     let proxy = Proxy::start(port, real.clone()).await;
-    let store = PostgresStore::connect_lazy_with(options.host("127.0.0.1").port(port));
     let version = store.version().await.unwrap();
     let unavailable = |result| matches!(result, Err(StoreError::Unavailable(_)));
 
