@@ -6,7 +6,7 @@
 //! check in flight (and the one queued behind it) answers for every request that
 //! arrived before it was sent. A check waits before it is sent while the runtime keeps
 //! reading requests that join it (under tokio: scheduler rounds, two quiet ones or
-//! [`MAX_ROUNDS`] at most), so one check serves a whole wave of requests rather than
+//! [`MAX_ROUNDS`] or [`MAX_WAIT`] at most), so one check serves a whole wave of requests rather than
 //! the first few: a few microseconds more latency alone, far fewer queries under
 //! load (BENCHMARKS.md). A key the cache does not hold skips the check and reads
 //! at once: the store returns the version with the data, and the answer is kept under
@@ -15,6 +15,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
@@ -60,6 +61,10 @@ pub(crate) enum Key {
 
 /// Most scheduler rounds a check waits for requests to join it before it is sent.
 const MAX_ROUNDS: u32 = 16;
+
+/// Longest a check waits for requests to join it: rounds are short (each runs what
+/// became ready since the last), but a busy runtime's can be long.
+const MAX_WAIT: Duration = Duration::from_millis(1);
 
 type Check = Shared<BoxFuture<'static, Result<Option<u64>, Arc<StoreError>>>>;
 
@@ -159,10 +164,14 @@ impl Cache {
             }
             // Under tokio a yield resumes once every ready task ran and the I/O driver
             // was polled: wait while rounds bring new joiners (two at least: a resumed
-            // task runs before those its round woke), up to `MAX_ROUNDS`.
+            // task runs before those its round woke), up to `MAX_ROUNDS` and `MAX_WAIT`.
             let mut seen = lock(&checks).joined;
             let mut quiet = 0;
+            let waiting = Instant::now();
             for _ in 1..=MAX_ROUNDS {
+                if waiting.elapsed() >= MAX_WAIT {
+                    break;
+                }
                 tokio::task::yield_now().await;
                 let joined = lock(&checks).joined;
                 quiet = if joined == seen { quiet + 1 } else { 0 };
