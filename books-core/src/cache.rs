@@ -5,9 +5,9 @@
 //! version check *sent after its request arrived*; checks are shared, so under load one
 //! check in flight (and the one queued behind it) answers for every request that
 //! arrived before it was sent. A check waits before it is sent while the runtime keeps
-//! reading requests that join it (under tokio: scheduler rounds, two quiet ones or
-//! [`MAX_ROUNDS`] or [`MAX_WAIT`] at most), so one check serves a whole wave of requests rather than
-//! the first few: a few microseconds more latency alone, far fewer queries under
+//! reading requests that join it (under tokio: scheduler rounds, until two quiet ones,
+//! [`MAX_ROUNDS`] or [`MAX_WAIT`]), so one check serves a whole wave of requests rather
+//! than the first few: a few microseconds more latency alone, far fewer queries under
 //! load (BENCHMARKS.md). A key the cache does not hold skips the check and reads
 //! at once: the store returns the version with the data, and the answer is kept under
 //! it. Entries are kept only for the newest version seen: a write makes them all stale;

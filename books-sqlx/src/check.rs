@@ -37,46 +37,10 @@ impl<DB: Database> Default for CheckConnection<DB> {
     }
 }
 
-impl<DB> CheckConnection<DB>
-where
-    DB: Database,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    (i64,): for<'r> FromRow<'r, DB::Row>,
-{
-    /// Runs `sql` (one `BIGINT`) on this connection, opened like `pool`'s when there is
-    /// none; any failure drops it, so the next check starts on a fresh one. A closed
-    /// pool closes this connection too.
-    async fn version(&self, pool: &Pool<DB>, sql: &SqlStr) -> Result<i64, StoreError> {
-        let mut slot = self.0.lock().await;
-        if pool.is_closed() {
-            *slot = None;
-            return Err(sqlx::Error::PoolClosed).or_store_error();
-        }
-        let checked = timeout(CHECK_TIMEOUT, async {
-            if slot.is_none() {
-                *slot = Some(pool.connect_options().connect().await?);
-            }
-            let conn = slot.as_mut().expect("opened above");
-            sqlx::query_scalar(sql.clone()).fetch_one(conn).await
-        })
-        .await;
-        match checked {
-            Ok(Ok(version)) => Ok(version),
-            Ok(Err(error)) => {
-                *slot = None;
-                Err(error).or_store_error()
-            }
-            Err(elapsed) => {
-                *slot = None;
-                Err(StoreError::unavailable(elapsed))
-            }
-        }
-    }
-}
-
-/// The version, read by `sql` on `own` connection if the store has one, else through
-/// `pool`.
+/// The version, read by `sql` (one `BIGINT`) on `own` connection if the store has
+/// one, else through `pool`. The own connection is opened like `pool`'s when there is
+/// none; any failure drops it, so the next check starts on a fresh one, and a closed
+/// pool closes it too.
 pub(crate) async fn version<DB>(
     own: Option<&CheckConnection<DB>>,
     pool: &Pool<DB>,
@@ -88,11 +52,34 @@ where
     DB::Arguments: IntoArguments<DB>,
     (i64,): for<'r> FromRow<'r, DB::Row>,
 {
-    match own {
-        Some(own) => own.version(pool, sql).await,
-        None => sqlx::query_scalar(sql.clone())
+    let Some(own) = own else {
+        return sqlx::query_scalar(sql.clone())
             .fetch_one(pool)
             .await
-            .or_store_error(),
+            .or_store_error();
+    };
+    let mut slot = own.0.lock().await;
+    if pool.is_closed() {
+        *slot = None;
+        return Err(sqlx::Error::PoolClosed).or_store_error();
+    }
+    let checked = timeout(CHECK_TIMEOUT, async {
+        if slot.is_none() {
+            *slot = Some(pool.connect_options().connect().await?);
+        }
+        let conn = slot.as_mut().expect("opened above");
+        sqlx::query_scalar(sql.clone()).fetch_one(conn).await
+    })
+    .await;
+    match checked {
+        Ok(Ok(version)) => Ok(version),
+        Ok(Err(error)) => {
+            *slot = None;
+            Err(error).or_store_error()
+        }
+        Err(elapsed) => {
+            *slot = None;
+            Err(StoreError::unavailable(elapsed))
+        }
     }
 }

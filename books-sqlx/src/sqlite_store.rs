@@ -59,13 +59,17 @@ impl SqliteStore {
     /// Connects with explicit options. An in-memory database is one connection shared
     /// by readers and the writer (every further connection would see its own database).
     pub async fn connect_with(options: SqliteConnectOptions) -> Result<Self, Error> {
+        let in_memory = options
+            .get_filename()
+            .to_str()
+            .is_some_and(|name| name.starts_with("file:sqlx-in-memory") || name == ":memory:");
         let pool = |max: u32| {
             SqlitePoolOptions::new()
                 .max_connections(max)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
                 .test_before_acquire(false)
         };
-        if in_memory(&options) {
+        if in_memory {
             let single = pool(1)
                 .min_connections(1)
                 .idle_timeout(None)
@@ -274,12 +278,4 @@ impl AuthorStore for SqliteStore {
             .or_store_error()?;
         Ok(done.rows_affected() == 1)
     }
-}
-
-/// Whether `options` name an in-memory database (each connection would see its own).
-fn in_memory(options: &SqliteConnectOptions) -> bool {
-    options
-        .get_filename()
-        .to_str()
-        .is_some_and(|name| name.starts_with("file:sqlx-in-memory") || name == ":memory:")
 }
