@@ -458,6 +458,8 @@ def versus(args):
             "get one + include": ("/api/books/7?include=author", None, 16),
             "creates": ("/api/books", "create", 50),
             "mixed 95/5": ("/", "mixed", 32)}
+    if args.workloads:
+        runs = {name: run for name, run in runs.items() if name.split()[0] in args.workloads.split(",")}
     print(f"{args.rounds} rounds x {args.seconds}s, servers on core 0 (one runtime thread), wrk -t1 on core 1; "
           f"{args.books:,} books to start with.\n")
     print("| store | workload | server | req/s | p99 | CPU µs/req | throughput ratio |")
@@ -553,6 +555,7 @@ def main():
     parser.add_argument("--versus", action="store_true")
     parser.add_argument("--cache-memory", action="store_true")
     parser.add_argument("--push", action="store_true", help="--versus: our server in PostgreSQL push mode")
+    parser.add_argument("--workloads", help="--versus: only these, by first word (list,get,creates,mixed)")
     parser.add_argument("--books", type=int, default=200_000)
     parser.add_argument("--before", help="--metrics-cost: an older server binary to run beside")
     args = parser.parse_args()

@@ -1,5 +1,7 @@
 //! Errors of setting a store up, and how driver errors map to [`StoreError`].
 
+use std::sync::Arc;
+
 use books_core::StoreError;
 
 /// Why connecting to or migrating a database failed.
@@ -37,19 +39,31 @@ impl<T> OrStoreError<T> for Result<T, sqlx::Error> {
 }
 
 fn store_error(error: sqlx::Error, author_id: Option<i64>) -> StoreError {
-    use sqlx::Error as E;
-    match &error {
-        E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::WorkerCrashed => {
-            StoreError::unavailable(error)
+    if is_unavailable(&error) {
+        return StoreError::unavailable(error);
+    }
+    match (&error, author_id) {
+        (sqlx::Error::Database(db), Some(id)) if db.is_foreign_key_violation() => {
+            StoreError::AuthorNotFound(id)
         }
-        E::Database(db) if db.is_foreign_key_violation() => match author_id {
-            Some(id) => StoreError::AuthorNotFound(id),
-            None => StoreError::other(error),
-        },
-        E::Database(db) if is_transient(db.code().as_deref()) => StoreError::unavailable(error),
         _ => StoreError::other(error),
     }
 }
+
+/// Whether the database could not be reached or timed out (503, worth a retry).
+pub(crate) fn is_unavailable(error: &sqlx::Error) -> bool {
+    use sqlx::Error as E;
+    match error {
+        E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::WorkerCrashed => true,
+        E::Database(db) => is_transient(db.code().as_deref()),
+        _ => false,
+    }
+}
+
+/// One driver error that failed several requests at once (a batch of creates).
+#[derive(Debug, thiserror::Error)]
+#[error("a write of several books failed")]
+pub(crate) struct Shared(#[source] pub(crate) Arc<sqlx::Error>);
 
 /// SQLite busy/locked, PostgreSQL connection loss, shutdown, overload and timeouts.
 fn is_transient(code: Option<&str>) -> bool {

@@ -27,6 +27,7 @@
 //! A host that runs migrations with other tooling takes our SQL from `migrator()`
 //! (each migration's `sql`) or from this crate's `migrations/` folder.
 
+mod batch;
 mod check;
 mod error;
 mod migrate;

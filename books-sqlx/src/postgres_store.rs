@@ -12,10 +12,13 @@ use sqlx::AssertSqlSafe;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
+use crate::batch::{Created, Creates, NewBook, Write};
 use crate::check::{self, CheckConnection};
 use crate::error::OrStoreError;
 use crate::push::{self, Push};
-use crate::rows::{BookRow, LIST_POSTGRES, PageRow, RANGE, Statements, VersionedRow, page};
+use crate::rows::{
+    BookRow, LIST_POSTGRES, PageRow, PlacedRow, RANGE, Statements, VersionedRow, page,
+};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
 /// The longest a single statement may run before PostgreSQL cancels it (503).
@@ -36,6 +39,8 @@ pub struct PostgresStore {
     push: Option<Arc<Push>>,
     /// The version check's own connection, when this store built its pool.
     check: Option<Arc<CheckConnection<sqlx::Postgres>>>,
+    /// Creates waiting to be written together (one queue per set of tables).
+    creates: Arc<Creates>,
 }
 
 impl PostgresStore {
@@ -79,6 +84,7 @@ impl PostgresStore {
             sql: Arc::new(Statements::new(LIST_POSTGRES, "")),
             push: None,
             check: None,
+            creates: Arc::default(),
         }
     }
 
@@ -109,6 +115,7 @@ impl PostgresStore {
             pool: self.pool,
             push: None,
             check: self.check,
+            creates: Arc::default(),
         };
         // A listener follows the tables it was started for.
         Ok(if self.push.is_some() {
@@ -241,6 +248,48 @@ impl PostgresStore {
     }
 }
 
+impl Write for PostgresStore {
+    async fn create_one(&self, new: &NewBook) -> Created {
+        let row: BookRow = sqlx::query_as(self.sql.create.clone())
+            .bind(&new.book.title)
+            .bind(new.book.author_id)
+            .bind(new.book.year)
+            .bind(new.now)
+            .fetch_one(&self.pool)
+            .await
+            .or_write_error(new.book.author_id)?;
+        Ok(row.into())
+    }
+
+    async fn create_all(&self, books: &[NewBook]) -> Result<Vec<Created>, sqlx::Error> {
+        let (mut titles, mut authors, mut years, mut times) = (vec![], vec![], vec![], vec![]);
+        for new in books {
+            titles.push(new.book.title.as_str());
+            authors.push(new.book.author_id);
+            years.push(new.book.year);
+            times.push(new.now);
+        }
+        let rows: Vec<PlacedRow> = sqlx::query_as(self.sql.create_many.clone())
+            .bind(titles)
+            .bind(authors)
+            .bind(years)
+            .bind(times)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut created: Vec<Created> = books
+            .iter()
+            .map(|new| Err(StoreError::AuthorNotFound(new.book.author_id)))
+            .collect();
+        for row in rows {
+            let place = usize::try_from(row.place - 1).ok();
+            if let Some(slot) = place.and_then(|place| created.get_mut(place)) {
+                *slot = Ok(row.book.into());
+            }
+        }
+        Ok(created)
+    }
+}
+
 /// No ping before each checkout (a round trip per request): a connection that died fails
 /// its query once (503) and is dropped; the next checkout opens a fresh one.
 fn pool_options() -> PgPoolOptions {
@@ -299,16 +348,14 @@ impl BookStore for PostgresStore {
         })
     }
 
+    /// Creates that arrive while another is written go together in one statement
+    /// ([`batch`](crate::batch)).
     async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
-        let row: BookRow = sqlx::query_as(self.sql.create.clone())
-            .bind(&book.title)
-            .bind(book.author_id)
-            .bind(book.year)
-            .bind(now)
-            .fetch_one(&self.pool)
-            .await
-            .or_write_error(book.author_id)?;
-        Ok(row.into())
+        let book = NewBook {
+            book: book.clone(),
+            now,
+        };
+        self.creates.create(self, book).await
     }
 
     async fn update(

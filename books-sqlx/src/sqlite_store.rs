@@ -13,6 +13,7 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 
+use crate::batch::{Created, Creates, NewBook, Write};
 use crate::check::{self, CheckConnection};
 use crate::error::OrStoreError;
 use crate::rows::{BookRow, LIST_SQLITE, PageRow, RANGE, Statements, VersionedRow, page};
@@ -37,6 +38,8 @@ pub struct SqliteStore {
     /// The version check's own connection, when this store built its pools for a file
     /// (in memory, another connection would see a database of its own).
     check: Option<Arc<CheckConnection<Sqlite>>>,
+    /// Creates waiting to be written together.
+    creates: Arc<Creates>,
 }
 
 impl SqliteStore {
@@ -102,6 +105,7 @@ impl SqliteStore {
             writer,
             sql: Arc::new(Statements::new(LIST_SQLITE, "")),
             check: None,
+            creates: Arc::default(),
         }
     }
 
@@ -149,6 +153,46 @@ impl SqliteStore {
         self.writer.close().await;
         self.readers.close().await;
     }
+}
+
+impl Write for SqliteStore {
+    async fn create_one(&self, new: &NewBook) -> Created {
+        let row: BookRow = create(&self.sql, new)
+            .fetch_one(&self.writer)
+            .await
+            .or_write_error(new.book.author_id)?;
+        Ok(row.into())
+    }
+
+    /// One transaction of one-row inserts: a failed statement (a missing author) is
+    /// undone alone and the transaction goes on.
+    async fn create_all(&self, books: &[NewBook]) -> Result<Vec<Created>, sqlx::Error> {
+        let mut tx = self.writer.begin().await?;
+        let mut created = Vec::with_capacity(books.len());
+        for new in books {
+            created.push(match create(&self.sql, new).fetch_one(&mut *tx).await {
+                Ok(row) => Ok(row.into()),
+                Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
+                    Err(StoreError::AuthorNotFound(new.book.author_id))
+                }
+                Err(e) => return Err(e),
+            });
+        }
+        tx.commit().await?;
+        Ok(created)
+    }
+}
+
+/// The insert of one book, returning it joined with its author.
+fn create<'q>(
+    sql: &Statements,
+    new: &'q NewBook,
+) -> sqlx::query::QueryAs<'q, Sqlite, BookRow, <Sqlite as sqlx::Database>::Arguments> {
+    sqlx::query_as(sql.create.clone())
+        .bind(&new.book.title)
+        .bind(new.book.author_id)
+        .bind(new.book.year)
+        .bind(new.now)
 }
 
 #[async_trait]
@@ -200,16 +244,14 @@ impl BookStore for SqliteStore {
         })
     }
 
+    /// Creates that arrive while another is written go together in one transaction
+    /// ([`batch`](crate::batch)).
     async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
-        let row: BookRow = sqlx::query_as(self.sql.create.clone())
-            .bind(&book.title)
-            .bind(book.author_id)
-            .bind(book.year)
-            .bind(now)
-            .fetch_one(&self.writer)
-            .await
-            .or_write_error(book.author_id)?;
-        Ok(row.into())
+        let book = NewBook {
+            book: book.clone(),
+            now,
+        };
+        self.creates.create(self, book).await
     }
 
     async fn update(

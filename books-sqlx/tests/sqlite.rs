@@ -239,6 +239,19 @@ async fn host_sql(host: &SqlitePool, sql: &str, author: i64) {
         .unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_create_fails_alone() {
+    let (ours, _, host) = two_stores_and_a_host().await;
+    sqlx::raw_sql(
+        "CREATE TRIGGER reject BEFORE INSERT ON books WHEN NEW.title = 'rejected' \
+         BEGIN SELECT RAISE(ABORT, 'rejected'); END",
+    )
+    .execute(&host)
+    .await
+    .unwrap();
+    common::a_rejected_create_fails_alone(ours).await;
+}
+
 #[tokio::test]
 async fn version_sees_every_writer() {
     let (ours, theirs, host) = two_stores_and_a_host().await;

@@ -123,6 +123,7 @@ macro_rules! store_conformance_suite {
             ids_are_never_reused_after_delete,
             author_exists_matches_authors,
             concurrent_creates_get_distinct_ids,
+            creates_sent_together_each_get_their_own_book,
             author_vanishing_before_the_write_is_422,
             demo_data_loads_once_into_an_empty_store,
             reachable_store_is_ready,

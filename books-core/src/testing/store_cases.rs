@@ -282,6 +282,54 @@ pub async fn concurrent_creates_get_distinct_ids(store: impl TestStore) {
     assert_eq!(page.books.iter().map(|b| b.id).collect::<Vec<_>>(), ids);
 }
 
+/// 30 creates sent at once (a store may write them together): each gets its own book with
+/// its own fields and timestamp, a missing author fails only its own create, and every id
+/// is new.
+pub async fn creates_sent_together_each_get_their_own_book(store: impl TestStore) {
+    let named = author(&store, "Named").await;
+    let before = create(&store, "before", named).await;
+    let missing = named + 1000;
+    let books: Vec<(BookInput, DateTime<Utc>)> = (0..30)
+        .map(|n| {
+            let author_id = if n % 7 == 3 { missing } else { named };
+            let book = input(&format!("together {n}"), author_id, 2000 + n as i32);
+            (book, at(1 + n % 28))
+        })
+        .collect();
+    let sent = books.iter().map(|(book, now)| store.create(book, *now));
+    let results = futures_util::future::join_all(sent).await;
+    let mut ids = Vec::new();
+    for ((book, now), result) in books.iter().zip(results) {
+        if book.author_id == missing {
+            assert!(
+                matches!(result, Err(StoreError::AuthorNotFound(id)) if id == missing),
+                "{}: {result:?}",
+                book.title
+            );
+            continue;
+        }
+        let record = result.expect("create");
+        let expected = BookRecord {
+            id: record.id,
+            title: book.title.clone(),
+            year: book.year,
+            author_id: Some(named),
+            author_name: Some("Named".to_owned()),
+            created_at: *now,
+            updated_at: *now,
+        };
+        assert_eq!(record, expected);
+        assert!(record.id > before, "new id");
+        assert_eq!(store.get(record.id).await.unwrap(), Some(record.clone()));
+        ids.push(record.id);
+    }
+    assert_eq!(ids.len(), 26);
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 26, "distinct ids");
+    assert_eq!(store.list(0, 100).await.unwrap().total, 27);
+}
+
 /// A store that removes the author just before each write, as if another client deleted
 /// it between validation and the write.
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! What the host-database tests of both stores share.
 
-use books_core::{AuthorStore, BookStore, BooksApi, Config};
+use books_core::{AuthorStore, BookInput, BookStore, BooksApi, Config, StoreError};
 use books_sqlx::sqlx::SqlSafeStr;
 use books_sqlx::sqlx::migrate::{Migration, MigrationType, Migrator};
 
@@ -183,4 +183,39 @@ pub async fn deep_pages_cross_groups<S: BookStore + AuthorStore>(
         assert_eq!(got, want, "offset {offset}");
         assert_eq!(page.total, last as u64, "total at offset {offset}");
     }
+}
+
+/// Creates sent at once (which the store may write together) where the database rejects
+/// one (a host's trigger refuses the title "rejected") and one names a missing author:
+/// those two fail, each with its own error, and the others are written.
+pub async fn a_rejected_create_fails_alone<S: BookStore + AuthorStore>(store: S) {
+    let author = store.add_author(Some("A")).await.unwrap();
+    let books: Vec<BookInput> = (0..20)
+        .map(|n| BookInput {
+            title: if n == 7 {
+                "rejected".into()
+            } else {
+                format!("book {n}")
+            },
+            author_id: if n == 12 { author + 100 } else { author },
+            year: 2020,
+        })
+        .collect();
+    let now = chrono::DateTime::UNIX_EPOCH;
+    let sent = books.iter().map(|book| store.create(book, now));
+    for (n, created) in futures_util::future::join_all(sent)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        match n {
+            7 => assert!(matches!(created, Err(StoreError::Other(_))), "{created:?}"),
+            12 => assert!(
+                matches!(created, Err(StoreError::AuthorNotFound(id)) if id == author + 100),
+                "{created:?}"
+            ),
+            _ => assert_eq!(created.unwrap().title, books[n].title),
+        }
+    }
+    assert_eq!(store.list(0, 50).await.unwrap().total, 18);
 }

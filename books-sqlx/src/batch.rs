@@ -1,0 +1,162 @@
+//! Group commit for creates: the creates that arrive while one write is under way go
+//! together in the next one (one statement on PostgreSQL, one transaction on SQLite), so
+//! a burst of creates costs one commit, one trigger run and one round trip instead of one
+//! each. A lone create is written at once, as before.
+//!
+//! Nothing is acknowledged before its own write commits, every book gets its own result
+//! (a missing author fails that book only), and a create whose caller went away before
+//! its write was sent is not written. The writes run on a task of their own, so a caller
+//! that goes away mid-write does not stall the others.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use books_core::{BookInput, BookRecord, StoreError};
+use chrono::{DateTime, Utc};
+use tokio::sync::oneshot;
+
+use crate::error;
+
+/// The most books one write takes; the rest wait for the next.
+pub(crate) const MAX_BATCH: usize = 128;
+
+/// One create: the book and its timestamp.
+#[derive(Debug)]
+pub(crate) struct NewBook {
+    pub(crate) book: BookInput,
+    pub(crate) now: DateTime<Utc>,
+}
+
+/// One book's result.
+pub(crate) type Created = Result<BookRecord, StoreError>;
+
+/// How a store writes creates, alone and together.
+pub(crate) trait Write: Clone + Send + Sync + 'static {
+    /// One book, in one statement.
+    fn create_one(&self, book: &NewBook) -> impl Future<Output = Created> + Send;
+
+    /// Several books in one commit: each one's result (a missing author is that book's
+    /// [`StoreError::AuthorNotFound`]), or the error that failed the whole write, in
+    /// which case nothing was written.
+    fn create_all(
+        &self,
+        books: &[NewBook],
+    ) -> impl Future<Output = Result<Vec<Created>, sqlx::Error>> + Send;
+}
+
+/// The creates waiting for a write, and whether a task is writing.
+#[derive(Debug, Default)]
+pub(crate) struct Creates {
+    queue: Mutex<Queue>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    waiting: Vec<Waiting>,
+    writing: bool,
+}
+
+#[derive(Debug)]
+struct Waiting {
+    book: NewBook,
+    reply: oneshot::Sender<Created>,
+}
+
+impl Creates {
+    /// Queues `book` and waits for the write that takes it; starts the writing task
+    /// when none runs.
+    pub(crate) async fn create(self: &Arc<Self>, store: &impl Write, book: NewBook) -> Created {
+        let (reply, created) = oneshot::channel();
+        let start = {
+            let mut queue = self.lock();
+            queue.waiting.push(Waiting { book, reply });
+            !std::mem::replace(&mut queue.writing, true)
+        };
+        if start {
+            tokio::spawn(self.clone().write(store.clone()));
+        }
+        created
+            .await
+            .unwrap_or_else(|_| Err(StoreError::unavailable("the write was abandoned")))
+    }
+
+    /// Writes batches until none is waiting.
+    async fn write(self: Arc<Self>, store: impl Write) {
+        let mut stopped = Stopped {
+            creates: &self,
+            finished: false,
+        };
+        loop {
+            let batch: Vec<Waiting> = {
+                let mut queue = self.lock();
+                queue.waiting.retain(|waiting| !waiting.reply.is_closed());
+                if queue.waiting.is_empty() {
+                    queue.writing = false;
+                    break;
+                }
+                let take = queue.waiting.len().min(MAX_BATCH);
+                queue.waiting.drain(..take).collect()
+            };
+            let (books, replies): (Vec<NewBook>, Vec<_>) = batch
+                .into_iter()
+                .map(|waiting| (waiting.book, waiting.reply))
+                .unzip();
+            for (reply, created) in replies.into_iter().zip(write(&store, &books).await) {
+                // The caller may have gone away since; its book is written all the same.
+                let _ = reply.send(created);
+            }
+        }
+        stopped.finished = true;
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Dropped with a writing task: if it did not finish (its runtime shut down, a panic),
+/// lets the next create start another and fails the waiting ones rather than leave them
+/// hanging.
+struct Stopped<'a> {
+    creates: &'a Creates,
+    finished: bool,
+}
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            let mut queue = self.creates.lock();
+            queue.writing = false;
+            queue.waiting.clear();
+        }
+    }
+}
+
+/// One batch's results, one per book. A failed batch of several books is retried one
+/// book at a time, so a book that fails the whole statement (a host's trigger, an author
+/// removed between the read and the foreign-key check) fails alone; if the database was
+/// unavailable, every book gets that error instead.
+async fn write(store: &impl Write, books: &[NewBook]) -> Vec<Created> {
+    if let [book] = books {
+        return vec![store.create_one(book).await];
+    }
+    match store.create_all(books).await {
+        Ok(created) => created,
+        Err(failed) if error::is_unavailable(&failed) => {
+            let failed = Arc::new(failed);
+            books
+                .iter()
+                .map(|_| Err(StoreError::unavailable(error::Shared(failed.clone()))))
+                .collect()
+        }
+        Err(_) => {
+            let mut created = Vec::with_capacity(books.len());
+            for book in books {
+                created.push(store.create_one(book).await);
+            }
+            created
+        }
+    }
+}
