@@ -349,7 +349,7 @@ impl BookStore for PostgresStore {
     }
 
     /// Creates that arrive while another is written go together in one statement
-    /// ([`batch`](crate::batch)).
+    /// (group commit: the README's "Creates commit together").
     async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
         let book = NewBook {
             book: book.clone(),

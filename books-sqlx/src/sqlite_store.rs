@@ -245,7 +245,7 @@ impl BookStore for SqliteStore {
     }
 
     /// Creates that arrive while another is written go together in one transaction
-    /// ([`batch`](crate::batch)).
+    /// (group commit: the README's "Creates commit together").
     async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
         let book = NewBook {
             book: book.clone(),
