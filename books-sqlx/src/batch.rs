@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use books_core::{BookInput, BookRecord, StoreError};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::oneshot;
 
 use crate::error;
@@ -36,12 +36,13 @@ pub(crate) trait Write: Clone + Send + Sync + 'static {
     fn create_one(&self, book: &NewBook) -> impl Future<Output = Created> + Send;
 
     /// Several books in one commit: each one's result (a missing author is that book's
-    /// [`StoreError::AuthorNotFound`]), or the error that failed the whole write, in
-    /// which case nothing was written.
+    /// [`StoreError::AuthorNotFound`]); `None` when they cannot be written together
+    /// (nothing was: write them one at a time); or the error that failed the whole
+    /// write, in which case nothing was written either.
     fn create_all(
         &self,
         books: &[NewBook],
-    ) -> impl Future<Output = Result<Vec<Created>, sqlx::Error>> + Send;
+    ) -> impl Future<Output = Result<Option<Vec<Created>>, sqlx::Error>> + Send;
 }
 
 /// The creates waiting for a write, and whether a task is writing.
@@ -143,7 +144,7 @@ async fn write(store: &impl Write, books: &[NewBook]) -> Vec<Created> {
         return vec![store.create_one(book).await];
     }
     match store.create_all(books).await {
-        Ok(created) => created,
+        Ok(Some(created)) => created,
         Err(failed) if error::is_unavailable(&failed) => {
             let failed = Arc::new(failed);
             books
@@ -151,12 +152,84 @@ async fn write(store: &impl Write, books: &[NewBook]) -> Vec<Created> {
                 .map(|_| Err(StoreError::unavailable(error::Shared(failed.clone()))))
                 .collect()
         }
-        Err(_) => {
+        Ok(None) | Err(_) => {
             let mut created = Vec::with_capacity(books.len());
             for book in books {
                 created.push(store.create_one(book).await);
             }
             created
         }
+    }
+}
+
+/// Which written row is whose: each row goes to a book with the same title, author, year
+/// and timestamp (to the microsecond; books alike in all four are alike to their callers too), and a book
+/// no row went to was not written (its author is missing). `None` when a row matches no
+/// book: something (a host's trigger) changed what was written, and who wrote which row
+/// cannot be told.
+pub(crate) fn attribute(books: &[NewBook], rows: Vec<BookRecord>) -> Option<Vec<Created>> {
+    let mut created: Vec<Created> = books
+        .iter()
+        .map(|new| Err(StoreError::AuthorNotFound(new.book.author_id)))
+        .collect();
+    for row in rows {
+        let whose = books.iter().zip(&created).position(|(new, created)| {
+            created.is_err()
+                && row.title == new.book.title
+                && row.author_id == Some(new.book.author_id)
+                && row.year == new.book.year
+                // The database keeps microseconds.
+                && (row.created_at - new.now).abs() < TimeDelta::microseconds(1)
+        })?;
+        created[whose] = Ok(row);
+    }
+    Some(created)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new(title: &str, author_id: i64) -> NewBook {
+        NewBook {
+            book: BookInput {
+                title: title.to_owned(),
+                author_id,
+                year: 2020,
+            },
+            now: DateTime::UNIX_EPOCH,
+        }
+    }
+
+    fn row(id: i64, new: &NewBook) -> BookRecord {
+        BookRecord {
+            id,
+            title: new.book.title.clone(),
+            year: new.book.year,
+            author_id: Some(new.book.author_id),
+            author_name: None,
+            created_at: new.now,
+            updated_at: new.now,
+        }
+    }
+
+    #[test]
+    fn rows_go_to_the_books_they_match() {
+        let books = [new("a", 1), new("b", 9), new("a", 1), new("c", 1)];
+        let rows = vec![row(7, &books[3]), row(5, &books[0]), row(6, &books[2])];
+        let created = attribute(&books, rows).expect("every row matches");
+        let ids: Vec<_> = created.iter().map(|c| c.as_ref().map(|b| b.id)).collect();
+        assert!(matches!(ids[..], [Ok(5), Err(_), Ok(6), Ok(7)]), "{ids:?}");
+        assert!(matches!(created[1], Err(StoreError::AuthorNotFound(9))));
+    }
+
+    #[test]
+    fn a_row_changed_on_its_way_is_nobodys() {
+        let books = [new("a", 1), new("b", 1)];
+        let mut changed = row(2, &books[1]);
+        changed.title = "B".to_owned();
+        assert!(attribute(&books, vec![row(1, &books[0]), changed]).is_none());
+        let twice = vec![row(1, &books[0]), row(2, &books[0])];
+        assert!(attribute(&books, twice).is_none(), "one book, two rows");
     }
 }

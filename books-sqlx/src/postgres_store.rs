@@ -12,13 +12,11 @@ use sqlx::AssertSqlSafe;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
-use crate::batch::{Created, Creates, NewBook, Write};
+use crate::batch::{self, Created, Creates, NewBook, Write};
 use crate::check::{self, CheckConnection};
 use crate::error::OrStoreError;
 use crate::push::{self, Push};
-use crate::rows::{
-    BookRow, LIST_POSTGRES, PageRow, PlacedRow, RANGE, Statements, VersionedRow, page,
-};
+use crate::rows::{BookRow, LIST_POSTGRES, PageRow, RANGE, Statements, VersionedRow, page};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
 /// The longest a single statement may run before PostgreSQL cancels it (503).
@@ -261,7 +259,9 @@ impl Write for PostgresStore {
         Ok(row.into())
     }
 
-    async fn create_all(&self, books: &[NewBook]) -> Result<Vec<Created>, sqlx::Error> {
+    /// One statement in a transaction, committed once every row is attributed to its
+    /// book ([`batch::attribute`]).
+    async fn create_all(&self, books: &[NewBook]) -> Result<Option<Vec<Created>>, sqlx::Error> {
         let (mut titles, mut authors, mut years, mut times) = (vec![], vec![], vec![], vec![]);
         for new in books {
             titles.push(new.book.title.as_str());
@@ -269,24 +269,21 @@ impl Write for PostgresStore {
             years.push(new.book.year);
             times.push(new.now);
         }
-        let rows: Vec<PlacedRow> = sqlx::query_as(self.sql.create_many.clone())
+        let mut tx = self.pool.begin().await?;
+        let rows: Vec<BookRow> = sqlx::query_as(self.sql.create_many.clone())
             .bind(titles)
             .bind(authors)
             .bind(years)
             .bind(times)
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *tx)
             .await?;
-        let mut created: Vec<Created> = books
-            .iter()
-            .map(|new| Err(StoreError::AuthorNotFound(new.book.author_id)))
-            .collect();
-        for row in rows {
-            let place = usize::try_from(row.place - 1).ok();
-            if let Some(slot) = place.and_then(|place| created.get_mut(place)) {
-                *slot = Ok(row.book.into());
-            }
-        }
-        Ok(created)
+        let Some(created) = batch::attribute(books, rows.into_iter().map(Into::into).collect())
+        else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        tx.commit().await?;
+        Ok(Some(created))
     }
 }
 

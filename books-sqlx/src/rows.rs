@@ -38,15 +38,6 @@ pub(crate) struct VersionedRow {
     pub(crate) version: i64,
 }
 
-/// A book written by a batch, and its place in the batch (from 1).
-#[cfg(feature = "postgres")]
-#[derive(Debug, sqlx::FromRow)]
-pub(crate) struct PlacedRow {
-    #[sqlx(flatten)]
-    pub(crate) book: BookRow,
-    pub(crate) place: i64,
-}
-
 /// A row of a page: the book and version, and the total from the counter, in one round
 /// trip (one statement, so one snapshot).
 #[derive(Debug, sqlx::FromRow)]
@@ -96,25 +87,22 @@ macro_rules! returning_book {
 }
 
 /// Several books in one statement on PostgreSQL, from arrays of titles, author ids,
-/// years and timestamps: ids are drawn first, so each written row names its place in the
-/// arrays; a book whose author does not exist is not written (and not returned). One
-/// statement, so the insert trigger runs once for all of them.
+/// years and timestamps; a book whose author does not exist is not written (nor
+/// returned). One statement, so the insert trigger runs once for all of them. The id
+/// sequence is left to the identity column: a role with only `INSERT` on the table
+/// may run it.
 #[cfg(feature = "postgres")]
 const CREATE_MANY_POSTGRES: &str = "\
-    WITH input AS MATERIALIZED ( \
-        SELECT nextval((SELECT CAST(pg_get_serial_sequence('{s}books', 'id') AS regclass))) \
-               AS id, t.* \
+    WITH written AS ( \
+        INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
+        SELECT t.title, t.author_id, t.year, t.at, t.at \
         FROM unnest($1::text[], $2::int8[], $3::int4[], $4::timestamptz[]) \
-             WITH ORDINALITY AS t(title, author_id, year, at, place)), \
-    written AS ( \
-        INSERT INTO {s}books (id, title, author_id, year, created_at, updated_at) \
-        OVERRIDING SYSTEM VALUE \
-        SELECT i.id, i.title, i.author_id, i.year, i.at, i.at \
-        FROM input i JOIN {s}authors a ON a.id = i.author_id ORDER BY i.id \
+             AS t(title, author_id, year, at) \
+        WHERE EXISTS (SELECT 1 FROM {s}authors a WHERE a.id = t.author_id) \
         RETURNING id, title, year, author_id, created_at, updated_at) \
     SELECT w.id, w.title, w.year, w.author_id, a.name AS author_name, w.created_at, \
-           w.updated_at, i.place \
-    FROM written w JOIN input i ON i.id = w.id LEFT JOIN {s}authors a ON a.id = w.author_id";
+           w.updated_at \
+    FROM written w LEFT JOIN {s}authors a ON a.id = w.author_id ORDER BY w.id";
 
 /// The list on SQLite: its table is its id b-tree, so a plain `LIMIT … OFFSET` is best.
 #[cfg(feature = "sqlite")]
@@ -187,7 +175,7 @@ pub(crate) struct Statements {
     pub(crate) version: SqlStr,
     pub(crate) get: SqlStr,
     pub(crate) create: SqlStr,
-    /// PostgreSQL's create of several books ([`PlacedRow`]s).
+    /// PostgreSQL's create of several books.
     #[cfg(feature = "postgres")]
     pub(crate) create_many: SqlStr,
     pub(crate) update: SqlStr,

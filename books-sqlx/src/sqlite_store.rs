@@ -166,7 +166,7 @@ impl Write for SqliteStore {
 
     /// One transaction of one-row inserts: a failed statement (a missing author) is
     /// undone alone and the transaction goes on.
-    async fn create_all(&self, books: &[NewBook]) -> Result<Vec<Created>, sqlx::Error> {
+    async fn create_all(&self, books: &[NewBook]) -> Result<Option<Vec<Created>>, sqlx::Error> {
         let mut tx = self.writer.begin().await?;
         let mut created = Vec::with_capacity(books.len());
         for new in books {
@@ -179,7 +179,7 @@ impl Write for SqliteStore {
             });
         }
         tx.commit().await?;
-        Ok(created)
+        Ok(Some(created))
     }
 }
 

@@ -454,6 +454,64 @@ async fn host_sql(host: &PgPool, schema: &str, sql: &str, author: i64) {
         .unwrap();
 }
 
+/// Creates sent at once go to the database in fewer statements than creates (a host's
+/// statement-level trigger counts them), also for a role with rights on the tables only
+/// (none on the id sequence).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_sent_together_share_statements_under_a_table_only_role() {
+    if !available().await {
+        return;
+    }
+    let (owner, _, schema, host) = two_stores_and_a_host().await;
+    let setup = "DO $$ BEGIN CREATE ROLE books_test_writer LOGIN; \
+                 EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$; \
+                 GRANT USAGE ON SCHEMA {n} TO books_test_writer; \
+                 GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {n} \
+                     TO books_test_writer; \
+                 CREATE TABLE {s}statements (n INT); \
+                 CREATE FUNCTION {s}count_statement() RETURNS trigger LANGUAGE plpgsql AS $$ \
+                 BEGIN INSERT INTO statements VALUES (1); RETURN NULL; END $$ SECURITY DEFINER; \
+                 ALTER FUNCTION {s}count_statement() SET search_path = {n}; \
+                 CREATE TRIGGER count_statement AFTER INSERT ON {s}books \
+                 FOR EACH STATEMENT EXECUTE FUNCTION {s}count_statement()";
+    let setup = setup
+        .replace("{s}", &format!("{schema}."))
+        .replace("{n}", &schema);
+    sqlx::raw_sql(AssertSqlSafe(setup))
+        .execute(&host)
+        .await
+        .unwrap();
+    let author = books_core::AuthorStore::add_author(&owner, Some("A"))
+        .await
+        .unwrap();
+    let options = PostgresStore::options(&url())
+        .unwrap()
+        .username("books_test_writer");
+    let writer = PostgresStore::connect_lazy_with(options)
+        .in_schema(&schema)
+        .unwrap();
+    let books: Vec<_> = (0..20)
+        .map(|n| books_core::BookInput {
+            title: format!("book {n}"),
+            author_id: author,
+            year: 2020,
+        })
+        .collect();
+    let now = chrono::DateTime::UNIX_EPOCH;
+    let sent = books.iter().map(|book| writer.create(book, now));
+    for (book, created) in books.iter().zip(futures_util::future::join_all(sent).await) {
+        assert_eq!(created.unwrap().title, book.title);
+    }
+    let statements: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM {schema}.statements"
+    )))
+    .fetch_one(&host)
+    .await
+    .unwrap();
+    assert!(statements < 10, "{statements} statements for 20 creates");
+    assert_eq!(writer.list(0, 1).await.unwrap().total, 20);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_create_fails_alone() {
     if !available().await {
