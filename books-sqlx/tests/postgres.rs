@@ -593,28 +593,23 @@ async fn concurrent_creates_spread_then_fold() {
     assert!(count(slots).await > 1, "counts spread over slots");
     let open = "SELECT COUNT(*) FROM {s}book_ranges WHERE bucket = 0";
     assert!(count(open).await > 1, "the open range has several slots");
+    // One statement of `n` books, counted by the trigger once.
+    let insert = async |n: u32| {
+        count(&format!(
+            "WITH done AS (INSERT INTO {{s}}books (title, author_id, year, created_at, \
+             updated_at) SELECT 'Bulk', {author}, 2020, now(), now() \
+             FROM generate_series(1, {n}) RETURNING 1) SELECT COUNT(*) FROM done"
+        ))
+        .await
+    };
     // One statement that enters the next range past its first id (ids 1001 to 1100, as
     // a batch of creates may) folds the range it closed.
-    let enter = format!(
-        "INSERT INTO {{s}}books (title, author_id, year, created_at, updated_at) \
-         SELECT 'Batch', {author}, 2020, now(), now() FROM generate_series(1, 100)"
-    );
-    count(&format!(
-        "WITH done AS ({enter} RETURNING 1) SELECT COUNT(*) FROM done"
-    ))
-    .await;
+    insert(100).await;
     assert_eq!(count(open).await, 1, "the closed range folded into one row");
     let total = "SELECT SUM(n)::BIGINT FROM {s}book_ranges";
     assert_eq!(count(total).await, 1100);
     // A bulk insert counts once per statement: one row per range it fills.
-    let bulk = format!(
-        "INSERT INTO {{s}}books (title, author_id, year, created_at, updated_at) \
-         SELECT 'Bulk', {author}, 2020, now(), now() FROM generate_series(1, 3000)"
-    );
-    count(&format!(
-        "WITH done AS ({bulk} RETURNING 1) SELECT COUNT(*) FROM done"
-    ))
-    .await;
+    insert(3000).await;
     let bulk_ranges = "SELECT COUNT(*) FROM {s}book_ranges WHERE bucket BETWEEN 2 AND 3";
     assert_eq!(
         count(bulk_ranges).await,
