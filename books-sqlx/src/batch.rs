@@ -163,10 +163,10 @@ async fn write(store: &impl Write, books: &[NewBook]) -> Vec<Created> {
 }
 
 /// Which written row is whose: each row goes to a book with the same title, author, year
-/// and timestamp (to the microsecond; books alike in all four are alike to their callers too), and a book
-/// no row went to was not written (its author is missing). `None` when a row matches no
-/// book: something (a host's trigger) changed what was written, and who wrote which row
-/// cannot be told.
+/// and timestamp (to the microsecond; books alike in all four are alike to their callers
+/// too), and a book no row went to was not written (its author is missing). `None` when
+/// a row matches no book: something (a host's trigger) changed what was written, and who
+/// wrote which row cannot be told.
 pub(crate) fn attribute(books: &[NewBook], rows: Vec<BookRecord>) -> Option<Vec<Created>> {
     let mut created: Vec<Created> = books
         .iter()

@@ -88,9 +88,8 @@ macro_rules! returning_book {
 
 /// Several books in one statement on PostgreSQL, from arrays of titles, author ids,
 /// years and timestamps; a book whose author does not exist is not written (nor
-/// returned). One statement, so the insert trigger runs once for all of them. The id
-/// sequence is left to the identity column: a role with only `INSERT` on the table
-/// may run it.
+/// returned). One statement, so the insert trigger runs once for all of them. Ids come
+/// from the identity column, so the role needs no rights on its sequence.
 #[cfg(feature = "postgres")]
 const CREATE_MANY_POSTGRES: &str = "\
     WITH written AS ( \
