@@ -555,9 +555,9 @@ async fn cached_reads_see_every_writer() {
 }
 
 /// Concurrent creates spread their counts over slots (no single hot row), and once a
-/// statement moves ids on to the next range, the closed range's slots fold into one row: a deep page's
-/// prefix sum reads one row per closed range; a bulk insert adds one row per range.
-/// Totals stay exact throughout.
+/// statement moves ids on to the next range, the closed range's slots fold into one row:
+/// a deep page's prefix sum reads one row per closed range; a bulk insert adds one row per
+/// range. Totals stay exact throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_creates_spread_then_fold() {
     use futures_util::StreamExt;
