@@ -9,6 +9,7 @@ that answer the same paths with the same bytes.
     python3 scripts/load.py --cache [--stores sqlite,postgres] [--rounds 3] [--seconds 5]
     python3 scripts/load.py --versus [--stores sqlite,postgres] [--books 1000] [--rounds 3] [--seconds 5] [--push]
     python3 scripts/load.py --cache-memory [--books 1000000]
+    python3 scripts/load.py --instructions [--stores memory,postgres] [--seconds 5] [--before OLD_BINARY]
 
 Builds the release binaries, installs wrk (apt) and oha (cargo) if missing, pins every
 server to core 0 with one runtime thread (TOKIO_WORKER_THREADS=1) and the load
@@ -34,6 +35,11 @@ over the first 10 pages, 5% creates, 32 connections); throughput ratio to hand-w
 With `--push`, our server runs PostgreSQL in push mode (what every write then costs).
 
 `--cache` adds, on PostgreSQL, a server in push mode beside the exact one.
+
+`--instructions` counts the user-space instructions per cached 304 (valgrind's Callgrind,
+the same count on every run of the same binaries) of the server (PostgreSQL in push mode,
+or the memory store) and of bare hyper, each under wrk -c16 after a warm-up; with
+`--before`, an older server binary beside. The kernel's share of a request is not counted.
 
 `--bindings` instead compares the bindings (warp filter, tower Service, axum Router; the
 `bindings` example, one connection loop for all, memory store) with bare hyper serving
@@ -543,6 +549,58 @@ def fill_over_http(port, books):
         list(pool.map(post, range(max(books - have, 0))))
 
 
+def instructions(args):
+    """User-space instructions per cached 304 under Callgrind: the server (and `--before`)
+    beside bare hyper answering the same status and content type."""
+    tmp = tempfile.mkdtemp(prefix="books-instructions-")
+    path = "/api/books?include=author&page=1"
+    empty = os.path.join(tmp, "empty")
+    open(empty, "wb").close()
+    servers = {"ours": SERVER, **({"before": args.before} if args.before else {})}
+    print(f"User-space instructions per 304 ({path}, If-None-Match), Callgrind, wrk -t1 -c16 "
+          f"for {args.seconds}s after a 2 s warm-up.\n")
+    print("| store | server | requests | instructions/request | ratio to hyper |")
+    print("|---|---|---|---|---|")
+    port = 18096
+    for store in args.stores.split(","):
+        if store == "sqlite":
+            continue
+        url = prepare_store(store, tmp)
+        extra = ["--push", "true"] if store == "postgres" else []
+        counts, header, ctype = {}, None, None
+        for name, binary in [*servers.items(), ("hyper", None)]:
+            if binary:
+                cmd = [binary, "--listen", f"127.0.0.1:{port}", "--database-url", url, "--metrics", "false",
+                       "--base-url", "http://localhost:8080", *extra]
+            else:
+                cmd = [f"{RELEASE}/baseline", "hyper", f"127.0.0.1:{port}", f"{path}=304:{ctype}:{empty}"]
+            out = os.path.join(tmp, f"{store}-{name}.callgrind")
+            proc = subprocess.Popen(["taskset", "-c", "0", "valgrind", "--tool=callgrind",
+                                     f"--callgrind-out-file={out}", *cmd],
+                                    env=dict(os.environ, TOKIO_WORKER_THREADS="1", RUST_LOG="warn"),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                wait_port(port, timeout=120)
+                if header is None:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}") as r:
+                        header = f"If-None-Match: {r.headers['etag']}"
+                        ctype = r.headers["content-type"].replace(";", "%3B")
+                wrk(port, path, 2, connections=16, header=header)
+                subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
+                requests, _, _, _, non2xx = wrk(port, path, args.seconds, connections=16, header=header)
+                subprocess.run(["callgrind_control", "-d", str(proc.pid)], check=True, capture_output=True)
+                if non2xx:
+                    raise RuntimeError(f"{name} answered {non2xx} errors")
+                with open(f"{out}.1") as f:
+                    total = next(int(line.split()[1]) for line in f if line.startswith("summary:"))
+                counts[name] = (requests, total / requests)
+            finally:
+                proc.terminate()
+                proc.wait()
+        for name, (requests, per) in counts.items():
+            print(f"| {store} | {name} | {requests:,} | {per:,.0f} | {per / counts['hyper'][1]:.2f}x |")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
@@ -554,13 +612,16 @@ def main():
     parser.add_argument("--cache", action="store_true")
     parser.add_argument("--versus", action="store_true")
     parser.add_argument("--cache-memory", action="store_true")
+    parser.add_argument("--instructions", action="store_true")
     parser.add_argument("--push", action="store_true", help="--versus: our server in PostgreSQL push mode")
     parser.add_argument("--workloads", help="--versus: only these, by first word (list,get,creates,mixed)")
     parser.add_argument("--books", type=int, default=200_000)
-    parser.add_argument("--before", help="--metrics-cost: an older server binary to run beside")
+    parser.add_argument("--before", help="--metrics-cost, --instructions: an older server binary to run beside")
     args = parser.parse_args()
     ensure_tools(fixed_rate=not (args.bindings or args.metrics_cost or args.shedding or args.cache
-                                 or args.versus or args.cache_memory))
+                                 or args.versus or args.cache_memory or args.instructions))
+    if args.instructions:
+        return instructions(args)
     if args.cache_memory:
         return cache_memory(args)
     if args.versus:

@@ -107,7 +107,9 @@ pub async fn serve_with(
                     .headers_mut()
                     .insert(REQUEST_ID, id.header_value().clone());
                 let method = request.method().clone();
-                let path = request.uri().path().to_owned();
+                // For the log lines after the request is handed on (shares its bytes).
+                let uri = request.uri().clone();
+                let path = uri.path();
                 if let Some(refused) = refuse(&request) {
                     tracing::info!(request_id = %id, %method, %path, detail = refused, "refused");
                     let mut response = problem(StatusCode::BAD_REQUEST, refused, &id);
@@ -116,8 +118,8 @@ pub async fn serve_with(
                         .insert(CONNECTION, HeaderValue::from_static("close"));
                     return Ok(response);
                 }
-                if operations.owns(&path) {
-                    let mut response = operations.answer(&method, &path, &api).await;
+                if operations.owns(path) {
+                    let mut response = operations.answer(&method, path, &api).await;
                     response
                         .headers_mut()
                         .insert(REQUEST_ID, id.header_value().clone());

@@ -83,7 +83,7 @@ pub(crate) async fn decode(headers: &HeaderMap, body: Bytes) -> Result<Fields, P
 
 fn decode_form(body: &[u8]) -> Result<Fields, Problem> {
     let field = |name| match form::last_value(body, name) {
-        Ok(value) => Ok(value.map_or(Raw::Missing, Raw::Text)),
+        Ok(value) => Ok(value.map_or(Raw::Missing, |text| Raw::Text(text.into_owned()))),
         Err(_) => Err(Problem::bad_body("The form body is not valid UTF-8.")),
     };
     Ok(Fields {

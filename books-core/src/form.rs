@@ -1,29 +1,48 @@
 //! `application/x-www-form-urlencoded` pairs, decoded strictly (bad UTF-8 is an error).
 
+use std::borrow::Cow;
+
 use percent_encoding::percent_decode;
 
 /// A form component was not valid UTF-8 once percent-decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct InvalidUtf8;
 
-/// The value of the last pair named `name` (the last one counts), if any.
-pub(crate) fn last_value(input: &[u8], name: &str) -> Result<Option<String>, InvalidUtf8> {
-    let mut found = None;
+/// The value of the last pair named `name` (the last one counts), if any; borrowed from
+/// `input` when there is nothing to decode.
+pub(crate) fn last_value<'a>(
+    input: &'a [u8],
+    name: &str,
+) -> Result<Option<Cow<'a, str>>, InvalidUtf8> {
+    let [value] = last_values(input, [name]);
+    value
+}
+
+/// [`last_value`] of each of `names`, in one pass over `input`. A key that is not valid
+/// UTF-8 fails every name (it could have been any of them).
+pub(crate) fn last_values<'a, const N: usize>(
+    input: &'a [u8],
+    names: [&str; N],
+) -> [Result<Option<Cow<'a, str>>, InvalidUtf8>; N] {
+    let mut found = [None; N];
     for pair in input.split(|&b| b == b'&').filter(|p| !p.is_empty()) {
         let (key, value) = match pair.iter().position(|&b| b == b'=') {
             Some(at) => (&pair[..at], &pair[at + 1..]),
             None => (pair, &pair[..0]),
         };
-        let matches = if is_plain(key) {
-            key == name.as_bytes()
+        let key = if is_plain(key) {
+            Cow::Borrowed(key)
         } else {
-            decode(key)? == name
+            match decode(key) {
+                Ok(key) => Cow::Owned(key.into_owned().into_bytes()),
+                Err(error) => return std::array::from_fn(|_| Err(error)),
+            }
         };
-        if matches {
-            found = Some(value);
+        if let Some(at) = names.iter().position(|name| *key == *name.as_bytes()) {
+            found[at] = Some(value);
         }
     }
-    found.map(decode).transpose()
+    found.map(|value| value.map(decode).transpose())
 }
 
 /// ASCII with nothing to decode: the common case, compared and copied as is.
@@ -31,10 +50,11 @@ fn is_plain(raw: &[u8]) -> bool {
     raw.iter().all(|&b| b.is_ascii() && b != b'%' && b != b'+')
 }
 
-fn decode(raw: &[u8]) -> Result<String, InvalidUtf8> {
+fn decode(raw: &[u8]) -> Result<Cow<'_, str>, InvalidUtf8> {
     if is_plain(raw) {
+        // Plain means ASCII: always UTF-8.
         return std::str::from_utf8(raw)
-            .map(str::to_owned)
+            .map(Cow::Borrowed)
             .map_err(|_| InvalidUtf8);
     }
     let spaced: Vec<u8> = raw
@@ -44,7 +64,7 @@ fn decode(raw: &[u8]) -> Result<String, InvalidUtf8> {
     let text = percent_decode(&spaced)
         .decode_utf8()
         .map_err(|_| InvalidUtf8)?;
-    Ok(text.into_owned())
+    Ok(Cow::Owned(text.into_owned()))
 }
 
 #[cfg(test)]
@@ -69,6 +89,21 @@ mod tests {
             last_value("t=%C3%A9".as_bytes(), "t").unwrap().as_deref(),
             Some("é")
         );
+    }
+
+    #[test]
+    fn several_names_in_one_pass() {
+        let [page, include, none] =
+            last_values(b"page=2&incl%75de=a%2Cb&page=3", ["page", "include", "x"]);
+        assert_eq!(page.unwrap().as_deref(), Some("3"));
+        assert_eq!(include.unwrap().as_deref(), Some("a,b"));
+        assert_eq!(none.unwrap(), None);
+        // A bad value fails its own name; a bad key fails every name.
+        let [page, include] = last_values(b"page=%FF&include=author", ["page", "include"]);
+        assert_eq!(page, Err(InvalidUtf8));
+        assert_eq!(include.unwrap().as_deref(), Some("author"));
+        let [page, include] = last_values(b"page=1&%FF=x", ["page", "include"]);
+        assert_eq!((page, include), (Err(InvalidUtf8), Err(InvalidUtf8)));
     }
 
     #[test]

@@ -14,11 +14,13 @@
 //! path), or `unmatched`; `method` is one the API knows or `other`. Every label therefore
 //! takes a handful of values whatever clients send.
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::sync::{LazyLock, Mutex};
 use std::time::Instant;
 
 use http::{Method, StatusCode};
-use metrics::{counter, gauge, histogram};
+use metrics::{Key, Label, Level, Metadata, counter, gauge, histogram};
 
 use crate::store::StoreError;
 
@@ -57,15 +59,39 @@ impl RequestTimer {
 
     /// Records the answer; the in-flight count drops with `self`.
     pub(crate) fn answered(self, method: &Method, route: &'static str, status: StatusCode) {
-        let labels = [
-            ("method", method_label(method)),
-            ("route", route),
-            ("status", status_label(status)),
-        ];
-        counter!(REQUESTS, &labels).increment(1);
-        histogram!(REQUEST_DURATION, &labels).record(self.started.elapsed());
+        let (requests, duration) = answer_keys(method_label(method), route, status_label(status));
+        let elapsed = self.started.elapsed();
+        metrics::with_recorder(|recorder| {
+            recorder.register_counter(requests, &METADATA).increment(1);
+            recorder
+                .register_histogram(duration, &METADATA)
+                .record(elapsed);
+        });
     }
 }
+
+/// What `counter!` and `histogram!` would pass from this module.
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
+/// The [`REQUESTS`] and [`REQUEST_DURATION`] keys of one label set, built once: a key
+/// built per answer allocates its labels and hashes them, which cost more than the
+/// rest of a cached answer's bookkeeping. Label values are a few `'static` strings
+/// (module docs), so the keys kept stay few.
+fn answer_keys(method: &'static str, route: &'static str, status: &'static str) -> &'static Keys {
+    type Map = HashMap<(&'static str, &'static str, &'static str), &'static Keys>;
+    static KEYS: LazyLock<Mutex<Map>> = LazyLock::new(Mutex::default);
+    let mut keys = KEYS.lock().unwrap_or_else(|e| e.into_inner());
+    keys.entry((method, route, status)).or_insert_with(|| {
+        let labels = [("method", method), ("route", route), ("status", status)];
+        Box::leak(Box::new((
+            Key::from_parts(REQUESTS, &labels),
+            Key::from_parts(REQUEST_DURATION, &labels),
+        )))
+    })
+}
+
+type Keys = (Key, Key);
 
 impl Drop for RequestTimer {
     fn drop(&mut self) {
@@ -80,7 +106,14 @@ pub fn rejected(reason: &'static str) {
 
 /// Counts a cache lookup.
 pub(crate) fn cache(hit: bool) {
-    counter!(CACHE, "outcome" => if hit { "hit" } else { "miss" }).increment(1);
+    static HIT: [Label; 1] = [Label::from_static_parts("outcome", "hit")];
+    static MISS: [Label; 1] = [Label::from_static_parts("outcome", "miss")];
+    static KEYS: [Key; 2] = [
+        Key::from_static_parts(CACHE, &HIT),
+        Key::from_static_parts(CACHE, &MISS),
+    ];
+    let key = &KEYS[usize::from(!hit)];
+    metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
 }
 
 /// Runs one store call and records its duration and outcome under `operation`.

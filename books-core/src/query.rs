@@ -1,6 +1,8 @@
 //! The `page` and `include` query parameters.
 
-use crate::form::last_value;
+use std::borrow::Cow;
+
+use crate::form::{InvalidUtf8, last_values};
 use crate::problem::{FieldErrors, Problem};
 use crate::xml::xml_safe;
 
@@ -21,8 +23,9 @@ impl Includes {
 
 /// Reads `include` (every route that formats books).
 pub(crate) fn includes(query: Option<&str>) -> Result<Includes, Problem> {
+    let [include] = last_values(query.unwrap_or("").as_bytes(), ["include"]);
     let mut errors = FieldErrors::default();
-    let includes = parse_includes(query, &mut errors);
+    let includes = parse_includes(include, &mut errors);
     if errors.is_empty() {
         Ok(includes)
     } else {
@@ -32,24 +35,21 @@ pub(crate) fn includes(query: Option<&str>) -> Result<Includes, Problem> {
 
 /// Reads `page` and `include` (the list); both are checked and reported together.
 pub(crate) fn page_and_includes(query: Option<&str>) -> Result<(u64, Includes), Problem> {
+    let [page, include] = last_values(query.unwrap_or("").as_bytes(), ["page", "include"]);
     let mut errors = FieldErrors::default();
-    let page = match value(query, "page") {
+    let page = match page {
         Ok(None) => Some(1),
         Ok(Some(text)) => parse_page(&text),
-        Err(()) => None,
+        Err(_) => None,
     };
     if page.is_none() {
         errors.add("page", PAGE_INVALID);
     }
-    let includes = parse_includes(query, &mut errors);
+    let includes = parse_includes(include, &mut errors);
     match page {
         Some(page) if errors.is_empty() => Ok((page, includes)),
         _ => Err(Problem::bad_query(errors)),
     }
-}
-
-fn value(query: Option<&str>, name: &str) -> Result<Option<String>, ()> {
-    last_value(query.unwrap_or("").as_bytes(), name).map_err(|_| ())
 }
 
 /// `1..=i64::MAX`, decimal digits only.
@@ -63,8 +63,11 @@ fn parse_page(text: &str) -> Option<u64> {
         .map(|p| p as u64)
 }
 
-fn parse_includes(query: Option<&str>, errors: &mut FieldErrors) -> Includes {
-    let Ok(raw) = value(query, "include") else {
+fn parse_includes(
+    raw: Result<Option<Cow<'_, str>>, InvalidUtf8>,
+    errors: &mut FieldErrors,
+) -> Includes {
+    let Ok(raw) = raw else {
         errors.add("include", "The include parameter is not valid UTF-8.");
         return Includes::default();
     };

@@ -60,10 +60,12 @@ pub fn routes(
         .and(warp::body::stream())
         .then(move |path, query, method, headers, body| {
             let api = api.clone();
-            async move {
+            // Boxed: the core's future is large, and warp and hyper would move it whole
+            // several times per request; one allocation costs less (BENCHMARKS.md).
+            Box::pin(async move {
                 let request = request(path, query, method, headers, body);
                 api.handle(request).await
-            }
+            })
         })
 }
 
@@ -80,16 +82,17 @@ where
     B: Buf,
 {
     let path = path.as_ref().map_or("/", FullPath::as_str);
-    let uri = if query.is_empty() {
-        path.to_owned()
-    } else {
-        format!("{path}?{query}")
-    };
+    let mut uri = String::with_capacity(path.len() + 1 + query.len());
+    uri.push_str(path);
+    if !query.is_empty() {
+        uri.push('?');
+        uri.push_str(&query);
+    }
     let frames = body.map_ok(|mut chunk| Frame::data(chunk.copy_to_bytes(chunk.remaining())));
     let mut request = Request::new(StreamBody::new(frames));
     *request.method_mut() = method;
     // warp parsed this URI already; re-parsing its own parts cannot fail.
-    *request.uri_mut() = uri.parse::<Uri>().unwrap_or_default();
+    *request.uri_mut() = Uri::try_from(uri).unwrap_or_default();
     *request.headers_mut() = headers;
     request
 }
