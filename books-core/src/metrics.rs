@@ -14,9 +14,9 @@
 //! path), or `unmatched`; `method` is one the API knows or `other`. Every label therefore
 //! takes a handful of values whatever clients send.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{LazyLock, Mutex};
 use std::time::Instant;
 
 use http::{Method, StatusCode};
@@ -59,13 +59,23 @@ impl RequestTimer {
 
     /// Records the answer; the in-flight count drops with `self`.
     pub(crate) fn answered(self, method: &Method, route: &'static str, status: StatusCode) {
-        let (requests, duration) = answer_keys(method_label(method), route, status_label(status));
         let elapsed = self.started.elapsed();
-        metrics::with_recorder(|recorder| {
-            recorder.register_counter(requests, &METADATA).increment(1);
-            recorder
-                .register_histogram(duration, &METADATA)
-                .record(elapsed);
+        let labels = (method_label(method), route, status_label(status));
+        ANSWER_KEYS.with_borrow_mut(|keys| {
+            let (requests, duration) = keys.entry(labels).or_insert_with(|| {
+                let (method, route, status) = labels;
+                let labels = [("method", method), ("route", route), ("status", status)];
+                (
+                    Key::from_parts(REQUESTS, &labels),
+                    Key::from_parts(REQUEST_DURATION, &labels),
+                )
+            });
+            metrics::with_recorder(|recorder| {
+                recorder.register_counter(requests, &METADATA).increment(1);
+                recorder
+                    .register_histogram(duration, &METADATA)
+                    .record(elapsed);
+            });
         });
     }
 }
@@ -74,24 +84,15 @@ impl RequestTimer {
 static METADATA: Metadata<'static> =
     Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
 
-/// The [`REQUESTS`] and [`REQUEST_DURATION`] keys of one label set, built once: a key
-/// built per answer allocates its labels and hashes them, which cost more than the
-/// rest of a cached answer's bookkeeping. Label values are a few `'static` strings
-/// (module docs), so the keys kept stay few.
-fn answer_keys(method: &'static str, route: &'static str, status: &'static str) -> &'static Keys {
-    type Map = HashMap<(&'static str, &'static str, &'static str), &'static Keys>;
-    static KEYS: LazyLock<Mutex<Map>> = LazyLock::new(Mutex::default);
-    let mut keys = KEYS.lock().unwrap_or_else(|e| e.into_inner());
-    keys.entry((method, route, status)).or_insert_with(|| {
-        let labels = [("method", method), ("route", route), ("status", status)];
-        Box::leak(Box::new((
-            Key::from_parts(REQUESTS, &labels),
-            Key::from_parts(REQUEST_DURATION, &labels),
-        )))
-    })
-}
+type AnswerKeys = HashMap<(&'static str, &'static str, &'static str), (Key, Key)>;
 
-type Keys = (Key, Key);
+thread_local! {
+    /// The [`REQUESTS`] and [`REQUEST_DURATION`] keys of each label set this thread
+    /// answered, built once: a key built per answer allocates its labels and hashes them,
+    /// which cost more than the rest of a cached answer's bookkeeping. Label values are a
+    /// few `'static` strings (module docs), so each thread keeps few keys.
+    static ANSWER_KEYS: RefCell<AnswerKeys> = RefCell::default();
+}
 
 impl Drop for RequestTimer {
     fn drop(&mut self) {
