@@ -199,8 +199,11 @@ impl BooksApi {
             Endpoint::OpenApi => Ok(render::document(
                 self.inner.openapi.clone().unwrap_or_default(),
             )),
-            Endpoint::List { action } => self.list(query, action, format).await,
-            Endpoint::Get(id) => self.get(id, query::includes(query)?, format).await,
+            Endpoint::List { action } => self.list(parts, action, format).await,
+            Endpoint::Get(id) => {
+                let includes = query::includes(query)?;
+                self.get(parts, id, includes, format).await
+            }
             // Boxed: the write path's state (body, multipart, validation) would otherwise
             // make every read's future several times larger, and costlier to move.
             Endpoint::Create | Endpoint::Update(_) => {
@@ -302,16 +305,20 @@ impl BooksApi {
         render::success(StatusCode::OK, format, "ping", &ping)
     }
 
-    async fn list(&self, query: Option<&str>, action: bool, format: Format) -> Handled {
-        let (page, includes) = query::page_and_includes(query)?;
+    async fn list(&self, parts: &http::request::Parts, action: bool, format: Format) -> Handled {
+        let (page, includes) = query::page_and_includes(parts.uri.query())?;
         let key = Key::List {
             page,
             author: includes.author,
             action,
             xml: format == Format::Xml,
         };
-        self.cached(key, self.render_list(page, includes, action, format))
-            .await
+        self.cached(
+            key,
+            &parts.headers,
+            self.render_list(page, includes, action, format),
+        )
+        .await
     }
 
     /// A page's answer and the version it was read at.
@@ -346,14 +353,20 @@ impl BooksApi {
     }
 
     /// One book, reusing a rendered answer while the store's version holds.
-    async fn get(&self, id: Option<i64>, includes: Includes, format: Format) -> Handled {
+    async fn get(
+        &self,
+        parts: &http::request::Parts,
+        id: Option<i64>,
+        includes: Includes,
+        format: Format,
+    ) -> Handled {
         let id = id.ok_or_else(Problem::book_not_found)?;
         let key = Key::Book {
             id,
             author: includes.author,
             xml: format == Format::Xml,
         };
-        self.cached(key, self.render_book(id, includes, format))
+        self.cached(key, &parts.headers, self.render_book(id, includes, format))
             .await
     }
 
@@ -372,10 +385,12 @@ impl BooksApi {
     /// The answer cached for `key` if a version check sent after this call finds its
     /// version (or the version the store knows without asking), else `render`'s, kept
     /// under the version it was read at. A key the cache does not hold skips the check:
-    /// the read itself is fresh, and carries its version.
+    /// the read itself is fresh, and carries its version. A hit whose tag `request`'s
+    /// `If-None-Match` names comes back as its 304.
     async fn cached(
         &self,
         key: Key,
+        request: &http::HeaderMap,
         render: impl Future<Output = Result<Versioned, Problem>>,
     ) -> Handled {
         let Some(cache) = &self.inner.cache else {
@@ -390,7 +405,7 @@ impl BooksApi {
                     .await
                     .map_err(Problem::from_store)?,
             };
-            if let Some(hit) = version.and_then(|version| cache.get(&key, version)) {
+            if let Some(hit) = version.and_then(|version| cache.get(&key, version, request)) {
                 return Ok(hit);
             }
         } else {

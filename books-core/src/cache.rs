@@ -19,8 +19,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
-use http::Response;
+use http::header::ETAG;
+use http::{HeaderMap, Response};
 
+use crate::conditional;
 use crate::metrics::store_call;
 use crate::store::{BookStore, StoreError};
 
@@ -83,8 +85,16 @@ struct Entries {
     /// nothing (its version may be older than the write's, which a pushed version may
     /// not know yet).
     writes: u64,
-    map: HashMap<Key, Response<Bytes>>,
+    map: HashMap<Key, Kept, foldhash::fast::RandomState>,
     bytes: usize,
+}
+
+/// One cached answer, and the 304 that stands for it when it has an `ETag` (made once
+/// here rather than from a copy of the answer on every conditional hit).
+#[derive(Debug)]
+struct Kept {
+    answer: Response<Bytes>,
+    not_modified: Option<Response<Bytes>>,
 }
 
 #[derive(Default)]
@@ -223,15 +233,27 @@ impl Cache {
         entries.writes += 1;
     }
 
-    /// The answer cached for `key` at `version`, if any.
-    pub(crate) fn get(&self, key: &Key, version: u64) -> Option<Response<Bytes>> {
+    /// The answer cached for `key` at `version`, if any; its 304 when `request`'s
+    /// `If-None-Match` names the answer's tag.
+    pub(crate) fn get(
+        &self,
+        key: &Key,
+        version: u64,
+        request: &HeaderMap,
+    ) -> Option<Response<Bytes>> {
         let mut entries = lock(&self.entries);
         if version > entries.version {
             entries.renew(version);
         }
         let hit = (entries.version == version)
-            .then(|| entries.map.get(key).cloned())
-            .flatten();
+            .then(|| entries.map.get(key))
+            .flatten()
+            .map(|kept| match &kept.not_modified {
+                Some(not_modified) if conditional::matches(request, &kept.answer) => {
+                    copy(not_modified)
+                }
+                _ => copy(&kept.answer),
+            });
         crate::metrics::cache(hit.is_some());
         hit
     }
@@ -257,16 +279,38 @@ impl Cache {
         {
             let victim = *entries.map.keys().next().expect("not empty");
             let removed = entries.map.remove(&victim).expect("present");
-            entries.bytes -= removed.body().len();
+            entries.bytes -= removed.answer.body().len();
         }
         if self.limits.entries == 0 {
             return;
         }
-        if let Some(old) = entries.map.insert(key, answer.clone()) {
-            entries.bytes -= old.body().len();
+        let not_modified = answer.headers().contains_key(ETAG).then(|| {
+            let mut not_modified = answer.clone();
+            conditional::make_not_modified(&mut not_modified);
+            not_modified
+        });
+        let kept = Kept {
+            answer: answer.clone(),
+            not_modified,
+        };
+        if let Some(old) = entries.map.insert(key, kept) {
+            entries.bytes -= old.answer.body().len();
         }
         entries.bytes += size;
     }
+}
+
+/// A copy of `answer` with room for the request id the API adds to every answer: a
+/// clone's header list is exactly full, and growing it costs more than this copy.
+fn copy(answer: &Response<Bytes>) -> Response<Bytes> {
+    let mut headers = HeaderMap::with_capacity(answer.headers().len() + 1);
+    for (name, value) in answer.headers() {
+        headers.append(name.clone(), value.clone());
+    }
+    let mut response = Response::new(answer.body().clone());
+    *response.status_mut() = answer.status();
+    *response.headers_mut() = headers;
+    response
 }
 
 #[cfg(test)]
@@ -376,12 +420,15 @@ mod tests {
         cache.clear();
         cache.put(KEY, 7, before, &answer("old"));
         assert!(!cache.holds(&KEY).0);
-        assert!(cache.get(&KEY, 7).is_none());
+        assert!(cache.get(&KEY, 7, &HeaderMap::new()).is_none());
 
         let (_, after) = cache.holds(&KEY);
         cache.put(KEY, 8, after, &answer("new"));
-        let hit = cache.get(&KEY, 8).expect("kept");
+        let hit = cache.get(&KEY, 8, &HeaderMap::new()).expect("kept");
         assert_eq!(hit.body().as_ref(), b"new");
-        assert!(cache.get(&KEY, 7).is_none(), "an older version never hits");
+        assert!(
+            cache.get(&KEY, 7, &HeaderMap::new()).is_none(),
+            "an older version never hits"
+        );
     }
 }

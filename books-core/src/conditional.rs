@@ -22,18 +22,26 @@ pub(crate) fn etag(content_type: &[u8], body: &[u8]) -> HeaderValue {
 /// names that tag (weak comparison) or is `*`. The 304 keeps the headers a 200 would
 /// send (`ETag`, `Vary` …) but no body and no body metadata.
 pub(crate) fn not_modified_if_matching(request: &HeaderMap, response: &mut Response<Bytes>) {
-    if response.status() != StatusCode::OK {
-        return;
+    if matches(request, response) {
+        make_not_modified(response);
     }
-    let Some(tag) = response.headers().get(ETAG) else {
-        return;
-    };
-    if !none_match_fails(request, tag.as_bytes()) {
-        return;
-    }
-    *response.status_mut() = StatusCode::NOT_MODIFIED;
-    *response.body_mut() = Bytes::new();
-    let headers = response.headers_mut();
+}
+
+/// Whether `request` gets a 304 instead of `answer`: a 200 with an `ETag` that its
+/// `If-None-Match` names.
+pub(crate) fn matches(request: &HeaderMap, answer: &Response<Bytes>) -> bool {
+    answer.status() == StatusCode::OK
+        && answer
+            .headers()
+            .get(ETAG)
+            .is_some_and(|tag| none_match_fails(request, tag.as_bytes()))
+}
+
+/// The 304 that stands for `answer` (a 200): its headers but no body and no body metadata.
+pub(crate) fn make_not_modified(answer: &mut Response<Bytes>) {
+    *answer.status_mut() = StatusCode::NOT_MODIFIED;
+    *answer.body_mut() = Bytes::new();
+    let headers = answer.headers_mut();
     headers.remove(CONTENT_TYPE);
     headers.remove(CONTENT_LENGTH);
 }

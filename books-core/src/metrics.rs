@@ -84,7 +84,8 @@ impl RequestTimer {
 static METADATA: Metadata<'static> =
     Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
 
-type AnswerKeys = HashMap<(&'static str, &'static str, &'static str), (Key, Key)>;
+type AnswerKeys =
+    HashMap<(&'static str, &'static str, &'static str), (Key, Key), foldhash::fast::RandomState>;
 
 thread_local! {
     /// The [`REQUESTS`] and [`REQUEST_DURATION`] keys of each label set this thread
