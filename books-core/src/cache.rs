@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
-use http::header::ETAG;
-use http::{HeaderMap, Response};
+use http::header::{ETAG, HeaderValue};
+use http::{HeaderMap, Response, StatusCode};
 
 use crate::conditional;
 use crate::metrics::store_call;
@@ -94,7 +94,8 @@ struct Entries {
 #[derive(Debug)]
 struct Kept {
     answer: Response<Bytes>,
-    not_modified: Option<Response<Bytes>>,
+    /// The answer's `ETag` and its 304.
+    not_modified: Option<(HeaderValue, Response<Bytes>)>,
 }
 
 #[derive(Default)]
@@ -249,9 +250,7 @@ impl Cache {
             .then(|| entries.map.get(key))
             .flatten()
             .map(|kept| match &kept.not_modified {
-                Some(not_modified) if conditional::matches(request, &kept.answer) => {
-                    copy(not_modified)
-                }
+                Some((tag, not_modified)) if conditional::names(request, tag) => copy(not_modified),
                 _ => copy(&kept.answer),
             });
         crate::metrics::cache(hit.is_some());
@@ -284,11 +283,14 @@ impl Cache {
         if self.limits.entries == 0 {
             return;
         }
-        let not_modified = answer.headers().contains_key(ETAG).then(|| {
-            let mut not_modified = answer.clone();
-            conditional::make_not_modified(&mut not_modified);
-            not_modified
-        });
+        let not_modified = (answer.status() == StatusCode::OK)
+            .then(|| answer.headers().get(ETAG))
+            .flatten()
+            .map(|tag| {
+                let mut not_modified = answer.clone();
+                conditional::make_not_modified(&mut not_modified);
+                (tag.clone(), not_modified)
+            });
         let kept = Kept {
             answer: answer.clone(),
             not_modified,

@@ -28,13 +28,18 @@ pub(crate) fn not_modified_if_matching(request: &HeaderMap, response: &mut Respo
 }
 
 /// Whether `request` gets a 304 instead of `answer`: a 200 with an `ETag` that its
-/// `If-None-Match` names.
-pub(crate) fn matches(request: &HeaderMap, answer: &Response<Bytes>) -> bool {
+/// `If-None-Match` [names](names).
+fn matches(request: &HeaderMap, answer: &Response<Bytes>) -> bool {
     answer.status() == StatusCode::OK
         && answer
             .headers()
             .get(ETAG)
-            .is_some_and(|tag| none_match_fails(request, tag.as_bytes()))
+            .is_some_and(|tag| names(request, tag))
+}
+
+/// Whether `request`'s `If-None-Match` names `tag` (weak comparison) or is `*`.
+pub(crate) fn names(request: &HeaderMap, tag: &HeaderValue) -> bool {
+    none_match_fails(request, tag.as_bytes())
 }
 
 /// The 304 that stands for `answer` (a 200): its headers but no body and no body metadata.
