@@ -20,7 +20,7 @@ use std::future::Future;
 use std::time::Instant;
 
 use http::{Method, StatusCode};
-use metrics::{Key, Label, Level, Metadata, counter, gauge, histogram};
+use metrics::{Key, Label, Level, Metadata, counter, histogram};
 
 use crate::store::StoreError;
 
@@ -47,7 +47,7 @@ pub(crate) struct RequestTimer {
 
 impl RequestTimer {
     pub(crate) fn start() -> Self {
-        gauge!(IN_FLIGHT).increment(1.0);
+        in_flight(true);
         Self {
             started: Instant::now(),
         }
@@ -97,8 +97,21 @@ thread_local! {
 
 impl Drop for RequestTimer {
     fn drop(&mut self) {
-        gauge!(IN_FLIGHT).decrement(1.0);
+        in_flight(false);
     }
+}
+
+/// Moves the [`IN_FLIGHT`] gauge one up or down (its key built at compile time).
+fn in_flight(up: bool) {
+    static KEY: Key = Key::from_static_name(IN_FLIGHT);
+    metrics::with_recorder(|recorder| {
+        let gauge = recorder.register_gauge(&KEY, &METADATA);
+        if up {
+            gauge.increment(1.0);
+        } else {
+            gauge.decrement(1.0);
+        }
+    });
 }
 
 /// Counts a request refused for `reason` (`body_limit`, `timeout`, `overload` …).
