@@ -6,7 +6,7 @@ that answer the same paths with the same bytes.
     python3 scripts/load.py --bindings [--rounds 3] [--seconds 5]
     python3 scripts/load.py --metrics-cost [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --shedding [--books 200000] [--seconds 5]
-    python3 scripts/load.py --cache [--stores sqlite,postgres] [--rounds 3] [--seconds 5]
+    python3 scripts/load.py --cache [--stores sqlite,postgres] [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --versus [--stores sqlite,postgres] [--books 1000] [--rounds 3] [--seconds 5] [--push]
     python3 scripts/load.py --cache-memory [--books 1000000]
     python3 scripts/load.py --instructions [--stores memory,postgres] [--seconds 5] [--before OLD_BINARY]
@@ -34,7 +34,8 @@ and get one (16 connections), creates (50 connections), and a mixed workload (95
 over the first 10 pages, 5% creates, 32 connections); throughput ratio to hand-written.
 With `--push`, our server runs PostgreSQL in push mode (what every write then costs).
 
-`--cache` adds, on PostgreSQL, a server in push mode beside the exact one.
+`--cache` adds, on PostgreSQL, a server in push mode beside the exact one (and with
+`--before`, an older binary in push mode beside that).
 
 `--instructions` counts the user-space instructions per cached 304 (valgrind's Callgrind,
 the same count on every run of the same binaries) of the server (PostgreSQL in push mode,
@@ -390,6 +391,10 @@ def cache_compare(args):
             if "cache push" in ports:
                 procs["cache push"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache push']}", *same,
                                              "--push", "true"], ports["cache push"])
+                if args.before:
+                    ports["before push"] = 18089
+                    procs["before push"] = start([args.before, "--listen", "127.0.0.1:18089", *same,
+                                                  "--push", "true"], 18089)
             procs["cache on"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache on']}", *same], ports["cache on"])
             procs["cache off"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache off']}", *same,
                                         "--cache-entries", "0"], ports["cache off"])
@@ -616,7 +621,7 @@ def main():
     parser.add_argument("--push", action="store_true", help="--versus: our server in PostgreSQL push mode")
     parser.add_argument("--workloads", help="--versus: only these, by first word (list,get,creates,mixed)")
     parser.add_argument("--books", type=int, default=200_000)
-    parser.add_argument("--before", help="--metrics-cost, --instructions: an older server binary to run beside")
+    parser.add_argument("--before", help="--metrics-cost, --instructions, --cache: an older server binary to run beside")
     args = parser.parse_args()
     ensure_tools(fixed_rate=not (args.bindings or args.metrics_cost or args.shedding or args.cache
                                  or args.versus or args.cache_memory or args.instructions))
