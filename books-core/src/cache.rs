@@ -250,7 +250,11 @@ impl Cache {
             .then(|| entries.map.get(key))
             .flatten()
             .map(|kept| match &kept.not_modified {
-                Some((tag, not_modified)) if conditional::names(request, tag) => copy(not_modified),
+                Some((tag, not_modified))
+                    if conditional::none_match_fails(request, tag.as_bytes()) =>
+                {
+                    copy(not_modified)
+                }
                 _ => copy(&kept.answer),
             });
         crate::metrics::cache(hit.is_some());

@@ -28,18 +28,13 @@ pub(crate) fn not_modified_if_matching(request: &HeaderMap, response: &mut Respo
 }
 
 /// Whether `request` gets a 304 instead of `answer`: a 200 with an `ETag` that its
-/// `If-None-Match` [names](names).
+/// `If-None-Match` names.
 fn matches(request: &HeaderMap, answer: &Response<Bytes>) -> bool {
     answer.status() == StatusCode::OK
         && answer
             .headers()
             .get(ETAG)
-            .is_some_and(|tag| names(request, tag))
-}
-
-/// Whether `request`'s `If-None-Match` names `tag` (weak comparison) or is `*`.
-pub(crate) fn names(request: &HeaderMap, tag: &HeaderValue) -> bool {
-    none_match_fails(request, tag.as_bytes())
+            .is_some_and(|tag| none_match_fails(request, tag.as_bytes()))
 }
 
 /// The 304 that stands for `answer` (a 200): its headers but no body and no body metadata.
@@ -54,7 +49,7 @@ pub(crate) fn make_not_modified(answer: &mut Response<Bytes>) {
 /// Whether `If-None-Match` (every field line of it) matches `current`: `*`, or any listed
 /// entity-tag whose opaque part equals `current`'s, `W/` ignored. A malformed list
 /// matches nothing from the first malformed element on, so it never causes a 304.
-fn none_match_fails(request: &HeaderMap, current: &[u8]) -> bool {
+pub(crate) fn none_match_fails(request: &HeaderMap, current: &[u8]) -> bool {
     let current = opaque(current);
     request.get_all(IF_NONE_MATCH).iter().any(|value| {
         let mut rest = value.as_bytes();

@@ -30,15 +30,15 @@ pub(crate) fn last_values<'a, const N: usize>(
             Some(at) => (&pair[..at], &pair[at + 1..]),
             None => (pair, &pair[..0]),
         };
-        let key = if is_plain(key) {
-            Cow::Borrowed(key)
+        let named = if is_plain(key) {
+            names.iter().position(|name| key == name.as_bytes())
         } else {
             match decode(key) {
-                Ok(key) => Cow::Owned(key.into_owned().into_bytes()),
+                Ok(key) => names.iter().position(|name| key == *name),
                 Err(error) => return std::array::from_fn(|_| Err(error)),
             }
         };
-        if let Some(at) = names.iter().position(|name| *key == *name.as_bytes()) {
+        if let Some(at) = named {
             found[at] = Some(value);
         }
     }
