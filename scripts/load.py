@@ -411,6 +411,9 @@ def cache_compare(args):
                         f.write(body)
                     specs.append(f"{path}={status}:{r.headers['content-type'].replace(';', '%3B')}:{file}")
             procs["hyper"] = start([f"{RELEASE}/baseline", "hyper", f"127.0.0.1:{ports['hyper']}", *specs], ports["hyper"])
+            # Bare warp with the same bytes: the floor for anything served through warp.
+            ports["warp"] = 18088
+            procs["warp"] = start([f"{RELEASE}/baseline", "warp", "127.0.0.1:18088", *specs], 18088)
             for name, header in headers.items():
                 for target, port in ports.items():
                     request = urllib.request.Request(f"http://127.0.0.1:{port}{paths[name]}",

@@ -87,43 +87,49 @@ impl BooksApi {
     /// `X-Request-Id`; the request runs in a `request` tracing span with the id, method and
     /// route, and ends with one event at target `books_core::access` (status, latency).
     /// Metrics: see [`metrics`](crate::metrics).
-    pub async fn handle<B>(&self, request: Request<B>) -> Response<Bytes>
+    ///
+    /// The future holds its own handle on the API (not a borrow of `self`), so a binding
+    /// can box or spawn it as it is.
+    pub fn handle<B>(&self, request: Request<B>) -> impl Future<Output = Response<Bytes>> + use<B>
     where
         B: Body,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let timer = RequestTimer::start();
+        // Taken apart before the future is made, which uses the parts in place: an
+        // `async fn` keeps its arguments twice in its state (as given, and bound), and
+        // the request once more (BENCHMARKS.md, "304s").
         let (parts, body) = request.into_parts();
-        let id = RequestId::from_headers(&parts.headers);
-        let span = tracing::info_span!(
-            "request",
-            id = %id,
-            method = %parts.method,
-            route = tracing::field::Empty,
-        );
-        let (mut response, route) = self
-            .respond(&parts, body, &id)
-            .instrument(span.clone())
-            .await;
-        if parts.method == Method::GET || parts.method == Method::HEAD {
-            conditional::not_modified_if_matching(&parts.headers, &mut response);
+        let api = self.clone();
+        async move {
+            let timer = RequestTimer::start();
+            let id = RequestId::from_headers(&parts.headers);
+            let (routed, route) = api.route(&parts);
+            let span =
+                tracing::info_span!("request", id = %id, method = %parts.method, route = %route);
+            let mut response = api
+                .respond(&parts, routed, body, &id)
+                .instrument(span.clone())
+                .await;
+            if parts.method == Method::GET || parts.method == Method::HEAD {
+                conditional::not_modified_if_matching(&parts.headers, &mut response);
+            }
+            if parts.method == Method::HEAD {
+                *response.body_mut() = Bytes::new();
+            }
+            response
+                .headers_mut()
+                .insert(REQUEST_ID, id.header_value().clone());
+            span.in_scope(|| {
+                tracing::info!(
+                    target: "books_core::access",
+                    status = response.status().as_u16(),
+                    latency_us = timer.elapsed().as_micros() as u64,
+                    "answered"
+                );
+            });
+            timer.answered(&parts.method, route, response.status());
+            response
         }
-        if parts.method == Method::HEAD {
-            *response.body_mut() = Bytes::new();
-        }
-        response
-            .headers_mut()
-            .insert(REQUEST_ID, id.header_value().clone());
-        span.in_scope(|| {
-            tracing::info!(
-                target: "books_core::access",
-                status = response.status().as_u16(),
-                latency_us = timer.elapsed().as_micros() as u64,
-                "answered"
-            );
-        });
-        timer.answered(&parts.method, route, response.status());
-        response
     }
 
     /// Whether the store answers: one cheap store call ([`BookStore::ready`]). Fold it
@@ -132,19 +138,9 @@ impl BooksApi {
         store_call("ready", self.inner.store.ready()).await
     }
 
-    /// The answer and the route template it was routed to.
-    async fn respond<B>(
-        &self,
-        parts: &http::request::Parts,
-        body: B,
-        id: &RequestId,
-    ) -> (Response<Bytes>, &'static str)
-    where
-        B: Body,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-    {
-        let format = negotiate(&parts.headers);
-        let (routed, template) = match self.relative(parts.uri.path()) {
+    /// Where the request goes, and the route template it was routed to.
+    fn route(&self, parts: &http::request::Parts) -> (Routed, &'static str) {
+        match self.relative(parts.uri.path()) {
             Some(path) => route(
                 path,
                 &parts.method,
@@ -152,28 +148,40 @@ impl BooksApi {
                 self.inner.openapi.is_some(),
             ),
             None => (Routed::NotFound, UNMATCHED),
-        };
-        tracing::Span::current().record("route", tracing::field::display(template));
+        }
+    }
+
+    /// The answer to a request routed to `routed`.
+    async fn respond<B>(
+        &self,
+        parts: &http::request::Parts,
+        routed: Routed,
+        body: B,
+        id: &RequestId,
+    ) -> Response<Bytes>
+    where
+        B: Body,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         if let Routed::Options(allow) = routed {
             let mut response = Response::new(Bytes::new());
             *response.status_mut() = StatusCode::NO_CONTENT;
             response.headers_mut().insert(ALLOW, allow.header());
-            return (response, template);
+            return response;
         }
-        let Some(format) = format else {
+        let Some(format) = negotiate(&parts.headers) else {
             let problem = Problem::not_acceptable();
-            return (render::problem(&problem, Format::Json, id), template);
+            return render::problem(&problem, Format::Json, id);
         };
         let result = match routed {
             Routed::Endpoint(endpoint) => self.dispatch(endpoint, parts, body, format).await,
             Routed::MethodNotAllowed(allow) => Err(Problem::method_not_allowed(allow)),
             Routed::NotFound | Routed::Options(_) => Err(Problem::not_found()),
         };
-        let response = result.unwrap_or_else(|problem| {
+        result.unwrap_or_else(|problem| {
             log_failure(&problem, parts);
             render::problem(&problem, format, id)
-        });
-        (response, template)
+        })
     }
 
     async fn dispatch<B>(
@@ -313,11 +321,9 @@ impl BooksApi {
             action,
             xml: format == Format::Xml,
         };
-        self.cached(
-            key,
-            &parts.headers,
-            self.render_list(page, includes, action, format),
-        )
+        self.cached(key, &parts.headers, || {
+            self.render_list(page, includes, action, format)
+        })
         .await
     }
 
@@ -366,8 +372,10 @@ impl BooksApi {
             author: includes.author,
             xml: format == Format::Xml,
         };
-        self.cached(key, &parts.headers, self.render_book(id, includes, format))
-            .await
+        self.cached(key, &parts.headers, || {
+            self.render_book(id, includes, format)
+        })
+        .await
     }
 
     /// A book's answer and the version it was read at.
@@ -387,14 +395,20 @@ impl BooksApi {
     /// under the version it was read at. A key the cache does not hold skips the check:
     /// the read itself is fresh, and carries its version. A hit whose tag `request`'s
     /// `If-None-Match` names comes back as its 304.
-    async fn cached(
+    ///
+    /// `render` runs boxed, only on a miss: a hit's future stays small enough for the
+    /// allocator's fast path when a binding boxes it (BENCHMARKS.md, "304s").
+    async fn cached<F>(
         &self,
         key: Key,
         request: &http::HeaderMap,
-        render: impl Future<Output = Result<Versioned, Problem>>,
-    ) -> Handled {
+        render: impl FnOnce() -> F,
+    ) -> Handled
+    where
+        F: Future<Output = Result<Versioned, Problem>>,
+    {
         let Some(cache) = &self.inner.cache else {
-            return render.await.map(|(answer, _)| answer);
+            return Box::pin(render()).await.map(|(answer, _)| answer);
         };
         let (held, mark) = cache.holds(&key);
         if held {
@@ -411,7 +425,7 @@ impl BooksApi {
         } else {
             crate::metrics::cache(false);
         }
-        let (answer, version) = render.await?;
+        let (answer, version) = Box::pin(render()).await?;
         if let Some(version) = version {
             cache.put(key, version, mark, &answer);
         }

@@ -1,6 +1,7 @@
 //! `application/x-www-form-urlencoded` pairs, decoded strictly (bad UTF-8 is an error).
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use percent_encoding::percent_decode;
 
@@ -18,31 +19,70 @@ pub(crate) fn last_value<'a>(
     value
 }
 
+/// A name's value as found: decoded, or absent, or not UTF-8.
+pub(crate) type Found<'a> = Result<Option<Cow<'a, str>>, InvalidUtf8>;
+
 /// [`last_value`] of each of `names`, in one pass over `input`. A key that is not valid
 /// UTF-8 fails every name (it could have been any of them).
-pub(crate) fn last_values<'a, const N: usize>(
-    input: &'a [u8],
+pub(crate) fn last_values<'a, const N: usize>(input: &'a [u8], names: [&str; N]) -> [Found<'a>; N] {
+    match last_ranges(input, names) {
+        Ok(found) => found.map(|range| range.map(|range| decode(&input[range])).transpose()),
+        Err(error) => std::array::from_fn(|_| Err(error)),
+    }
+}
+
+/// [`last_values`] of a query string, whose plain values need no UTF-8 check again.
+pub(crate) fn last_query_values<'a, const N: usize>(
+    query: &'a str,
     names: [&str; N],
-) -> [Result<Option<Cow<'a, str>>, InvalidUtf8>; N] {
-    let mut found = [None; N];
-    for pair in input.split(|&b| b == b'&').filter(|p| !p.is_empty()) {
+) -> [Found<'a>; N] {
+    match last_ranges(query.as_bytes(), names) {
+        Ok(found) => found.map(|range| {
+            range
+                .map(|range| {
+                    // Ranges start after an `=` and end before an `&` or at the end: on
+                    // character boundaries.
+                    let raw = &query[range];
+                    if is_plain(raw.as_bytes()) {
+                        Ok(Cow::Borrowed(raw))
+                    } else {
+                        decode(raw.as_bytes())
+                    }
+                })
+                .transpose()
+        }),
+        Err(error) => std::array::from_fn(|_| Err(error)),
+    }
+}
+
+/// Where in `input` the last value of each of `names` lies.
+fn last_ranges<const N: usize>(
+    input: &[u8],
+    names: [&str; N],
+) -> Result<[Option<Range<usize>>; N], InvalidUtf8> {
+    let mut found = [const { None }; N];
+    let mut start = 0;
+    for pair in input.split(|&b| b == b'&') {
+        let end = start + pair.len();
         let (key, value) = match pair.iter().position(|&b| b == b'=') {
-            Some(at) => (&pair[..at], &pair[at + 1..]),
-            None => (pair, &pair[..0]),
+            Some(at) => (&pair[..at], start + at + 1..end),
+            None => (pair, end..end),
         };
+        start = end + 1;
+        if pair.is_empty() {
+            continue;
+        }
         let named = if is_plain(key) {
             names.iter().position(|name| key == name.as_bytes())
         } else {
-            match decode(key) {
-                Ok(key) => names.iter().position(|name| key == *name),
-                Err(error) => return std::array::from_fn(|_| Err(error)),
-            }
+            let key = decode(key)?;
+            names.iter().position(|name| key == *name)
         };
         if let Some(at) = named {
             found[at] = Some(value);
         }
     }
-    found.map(|value| value.map(decode).transpose())
+    Ok(found)
 }
 
 /// ASCII with nothing to decode: the common case, compared and copied as is.
@@ -104,6 +144,26 @@ mod tests {
         assert_eq!(include.unwrap().as_deref(), Some("author"));
         let [page, include] = last_values(b"page=1&%FF=x", ["page", "include"]);
         assert_eq!((page, include), (Err(InvalidUtf8), Err(InvalidUtf8)));
+    }
+
+    #[test]
+    fn query_values_as_bytes_would_be() {
+        for query in [
+            "page=2&incl%75de=a%2Cb&page=3",
+            "page=%FF&include=author",
+            "page=1&%FF=x",
+            "&&page=&include&é=ü&page=4&",
+            "include=a+b%20c&page=%C3%A9",
+        ] {
+            let names = ["page", "include", "x"];
+            assert_eq!(
+                last_query_values(query, names),
+                last_values(query.as_bytes(), names),
+                "{query}"
+            );
+        }
+        let [page] = last_query_values("é=1&page=ü", ["page"]);
+        assert_eq!(page.unwrap().as_deref(), Some("ü"));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use crate::form::{InvalidUtf8, last_values};
+use crate::form::{InvalidUtf8, last_query_values};
 use crate::problem::{FieldErrors, Problem};
 use crate::xml::xml_safe;
 
@@ -23,7 +23,7 @@ impl Includes {
 
 /// Reads `include` (every route that formats books).
 pub(crate) fn includes(query: Option<&str>) -> Result<Includes, Problem> {
-    let [include] = last_values(query.unwrap_or("").as_bytes(), ["include"]);
+    let [include] = last_query_values(query.unwrap_or(""), ["include"]);
     let mut errors = FieldErrors::default();
     let includes = parse_includes(include, &mut errors);
     if errors.is_empty() {
@@ -35,7 +35,7 @@ pub(crate) fn includes(query: Option<&str>) -> Result<Includes, Problem> {
 
 /// Reads `page` and `include` (the list); both are checked and reported together.
 pub(crate) fn page_and_includes(query: Option<&str>) -> Result<(u64, Includes), Problem> {
-    let [page, include] = last_values(query.unwrap_or("").as_bytes(), ["page", "include"]);
+    let [page, include] = last_query_values(query.unwrap_or(""), ["page", "include"]);
     let mut errors = FieldErrors::default();
     let page = match page {
         Ok(None) => Some(1),

@@ -51,17 +51,20 @@ where
         if !self.owns(request.uri().path()) {
             *request.uri_mut() = self.under_prefix(request.uri());
         }
-        answer(self.clone(), request)
+        answer(self, request)
     }
 }
 
-fn answer<B>(api: BooksApi, request: Request<B>) -> ApiFuture
+fn answer<B>(api: &BooksApi, request: Request<B>) -> ApiFuture
 where
     B: Body + Send + 'static,
     B::Data: Send,
     B::Error: Into<BoxError>,
 {
-    Box::pin(async move { Ok(api.handle(request).await.map(Full::new)) })
+    Box::pin(
+        api.handle(request)
+            .map(|response| Ok(response.map(Full::new))),
+    )
 }
 
 impl BooksApi {
@@ -144,7 +147,7 @@ where
                 let Ok(response) = answered;
                 Ok(response.map(Either::Left))
             };
-            future::Either::Left(answer(self.api.clone(), request).map(api_answer))
+            future::Either::Left(answer(&self.api, request).map(api_answer))
         } else {
             let inner_answer: InnerAnswer<ResBody> = |response| response.map(Either::Right);
             future::Either::Right(self.inner.call(request).map_ok(inner_answer))

@@ -59,13 +59,9 @@ pub fn routes(
         .and(warp::header::headers_cloned())
         .and(warp::body::stream())
         .then(move |path, query, method, headers, body| {
-            let api = api.clone();
             // Boxed: the core's future is large, and warp and hyper would move it whole
             // several times per request; one allocation costs less (BENCHMARKS.md).
-            Box::pin(async move {
-                let request = request(path, query, method, headers, body);
-                api.handle(request).await
-            })
+            Box::pin(api.handle(request(path, query, method, headers, body)))
         })
 }
 
