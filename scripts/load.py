@@ -35,7 +35,8 @@ over the first 10 pages, 5% creates, 32 connections); throughput ratio to hand-w
 With `--push`, our server runs PostgreSQL in push mode (what every write then costs).
 
 `--cache` adds, on PostgreSQL, a server in push mode beside the exact one (and with
-`--before`, an older binary in push mode beside that).
+`--before`, an older binary in push mode beside that), and bare warp beside bare hyper
+(its ratio is the floor for anything served through warp).
 
 `--instructions` counts the user-space instructions per cached 304 (valgrind's Callgrind:
 within a few percent from run to run, where CPU time moves by tens) of the server
