@@ -32,12 +32,16 @@ impl RequestId {
     }
 
     /// A new id: 16 hex digits, unique within this process and unpredictable across
-    /// processes (a counter hashed with keys drawn at start; no system call per id).
+    /// processes (a counter through a permutation keyed at start; no system call per id).
     pub fn generate() -> Self {
-        static KEYS: OnceLock<RandomState> = OnceLock::new();
+        static KEYS: OnceLock<[u64; 4]> = OnceLock::new();
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let id = KEYS.get_or_init(RandomState::new).hash_one(n);
+        let keys = KEYS.get_or_init(|| {
+            let random = RandomState::new();
+            std::array::from_fn(|i| random.hash_one(i))
+        });
+        let id = permute(n, keys);
         // By hand: `format!` costs more than the rest of a cached answer's id handling.
         let mut hex = [0u8; 16];
         for (i, digit) in hex.iter_mut().enumerate() {
@@ -62,6 +66,18 @@ impl fmt::Display for RequestId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// A keyed permutation of the 64-bit values: every step (xor, multiply by an odd number,
+/// xor with its own high half) can be undone, so distinct counters never share an id, as
+/// a hash of them could (a hash's collisions come within about 2^32 ids).
+fn permute(mut x: u64, keys: &[u64; 4]) -> u64 {
+    for [add, multiply] in [[keys[0], keys[1]], [keys[2], keys[3]]] {
+        x ^= add;
+        x = x.wrapping_mul(multiply | 1);
+        x ^= x >> 32;
+    }
+    x
 }
 
 fn usable(id: &[u8]) -> bool {
@@ -115,6 +131,38 @@ mod tests {
             RequestId::from_headers(&HeaderMap::new()).as_str().len(),
             16
         );
+    }
+
+    #[test]
+    fn ids_come_from_a_permutation() {
+        // Undoing each step of `permute` gives the counter back.
+        fn inverse(mut x: u64, keys: &[u64; 4]) -> u64 {
+            for [add, multiply] in [[keys[2], keys[3]], [keys[0], keys[1]]] {
+                x ^= x >> 32;
+                // The inverse of an odd number modulo 2^64 (Newton's iteration).
+                let odd = multiply | 1;
+                let mut inverse = odd;
+                for _ in 0..6 {
+                    inverse = inverse.wrapping_mul(2u64.wrapping_sub(odd.wrapping_mul(inverse)));
+                }
+                x = x.wrapping_mul(inverse);
+                x ^= add;
+            }
+            x
+        }
+        let keys = [0x9e37_79b9_7f4a_7c15, 2, u64::MAX, 0x1234_5678_9abc_def0];
+        for n in [
+            0,
+            1,
+            2,
+            1 << 32,
+            u64::MAX - 1,
+            u64::MAX,
+            0xdead_beef_cafe_f00d,
+        ] {
+            assert_eq!(inverse(permute(n, &keys), &keys), n, "{n:#x}");
+        }
+        assert_ne!(permute(1, &keys), permute(2, &keys));
     }
 
     #[test]

@@ -69,16 +69,29 @@ pub async fn if_none_match_answers_304(make: &impl MakeHarness) {
         "*".to_owned(),
     ] {
         for method in ["GET", "HEAD"] {
+            let id = format!("{method}-{}", header.len());
+            let headers = [("if-none-match", header.as_str()), ("x-request-id", &id)];
             let reply = app
-                .send(method, &book, &[("if-none-match", &header)], Bytes::new())
+                .send(method, &book, &headers, Bytes::new())
                 .await
                 .expect(304);
             assert!(reply.body.is_empty(), "{method} {header}");
             assert_eq!(reply.header("etag"), Some(tag.as_str()));
             assert_eq!(reply.header("vary"), Some("Accept"));
-            assert!(reply.header("x-request-id").is_some());
+            let ids: Vec<_> = reply.headers.get_all("x-request-id").iter().collect();
+            assert_eq!(ids, [id.as_str()], "this request's id, once");
             assert_eq!(reply.header("content-type"), None);
         }
+    }
+    // A cached 200 carries each request's own id too.
+    for id in ["first", "second"] {
+        let reply = app
+            .send("GET", &book, &[("x-request-id", id)], Bytes::new())
+            .await
+            .expect(200);
+        let ids: Vec<_> = reply.headers.get_all("x-request-id").iter().collect();
+        assert_eq!(ids, [id], "this request's id, once");
+        assert_eq!(reply.body, full.body);
     }
     let inner = tag.trim_matches('"').to_owned();
     for header in ["\"other\"", "W/\"other\"", "garbage", &inner, "*, \"x\""] {
