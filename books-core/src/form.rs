@@ -25,10 +25,7 @@ pub(crate) type Found<'a> = Result<Option<Cow<'a, str>>, InvalidUtf8>;
 /// [`last_value`] of each of `names`, in one pass over `input`. A key that is not valid
 /// UTF-8 fails every name (it could have been any of them).
 pub(crate) fn last_values<'a, const N: usize>(input: &'a [u8], names: [&str; N]) -> [Found<'a>; N] {
-    match last_ranges(input, names) {
-        Ok(found) => found.map(|range| range.map(|range| decode(&input[range])).transpose()),
-        Err(error) => std::array::from_fn(|_| Err(error)),
-    }
+    values(last_ranges(input, names), |range| decode(&input[range]))
 }
 
 /// [`last_values`] of a query string, whose plain values need no UTF-8 check again.
@@ -36,23 +33,34 @@ pub(crate) fn last_query_values<'a, const N: usize>(
     query: &'a str,
     names: [&str; N],
 ) -> [Found<'a>; N] {
-    match last_ranges(query.as_bytes(), names) {
-        Ok(found) => found.map(|range| {
-            range
-                .map(|range| {
-                    // Ranges start after an `=` and end before an `&` or at the end: on
-                    // character boundaries.
-                    let raw = &query[range];
-                    if is_plain(raw.as_bytes()) {
-                        Ok(Cow::Borrowed(raw))
-                    } else {
-                        decode(raw.as_bytes())
-                    }
-                })
-                .transpose()
-        }),
-        Err(error) => std::array::from_fn(|_| Err(error)),
+    values(last_ranges(query.as_bytes(), names), |range| {
+        // Ranges start after an `=` and end before an `&` or at the end: on character
+        // boundaries.
+        let raw = &query[range];
+        if is_plain(raw.as_bytes()) {
+            Ok(Cow::Borrowed(raw))
+        } else {
+            decode(raw.as_bytes())
+        }
+    })
+}
+
+/// Each found range's value, by `decode`.
+fn values<'a, const N: usize>(
+    found: Result<[Option<Range<usize>>; N], InvalidUtf8>,
+    mut decode: impl FnMut(Range<usize>) -> Result<Cow<'a, str>, InvalidUtf8>,
+) -> [Found<'a>; N] {
+    let mut values = [const { Ok(None) }; N];
+    match found {
+        // A loop rather than `array::map`, whose closures were not inlined here.
+        Ok(found) => {
+            for (value, range) in values.iter_mut().zip(found) {
+                *value = range.map(&mut decode).transpose();
+            }
+        }
+        Err(error) => values.fill(Err(error)),
     }
+    values
 }
 
 /// Where in `input` the last value of each of `names` lies.
@@ -72,11 +80,14 @@ fn last_ranges<const N: usize>(
         if pair.is_empty() {
             continue;
         }
-        let named = if is_plain(key) {
-            names.iter().position(|name| key == name.as_bytes())
-        } else {
-            let key = decode(key)?;
-            names.iter().position(|name| key == *name)
+        // A key spelled as a name is plain (names are); any other is decoded only if it
+        // needs to be.
+        let named = match names.iter().position(|name| key == name.as_bytes()) {
+            None if !is_plain(key) => {
+                let key = decode(key)?;
+                names.iter().position(|name| key == *name)
+            }
+            named => named,
         };
         if let Some(at) = named {
             found[at] = Some(value);
