@@ -103,7 +103,7 @@ impl BooksApi {
         async move {
             let timer = RequestTimer::start();
             let id = RequestId::from_headers(&parts.headers);
-            let (routed, route) = api.route(&parts);
+            let (routed, route) = api.destination(&parts);
             let span =
                 tracing::info_span!("request", id = %id, method = %parts.method, route = %route);
             let mut response = api
@@ -139,7 +139,7 @@ impl BooksApi {
     }
 
     /// Where the request goes, and the route template it was routed to.
-    fn route(&self, parts: &http::request::Parts) -> (Routed, &'static str) {
+    fn destination(&self, parts: &http::request::Parts) -> (Routed, &'static str) {
         match self.relative(parts.uri.path()) {
             Some(path) => route(
                 path,

@@ -22,19 +22,14 @@ pub(crate) fn etag(content_type: &[u8], body: &[u8]) -> HeaderValue {
 /// names that tag (weak comparison) or is `*`. The 304 keeps the headers a 200 would
 /// send (`ETag`, `Vary` …) but no body and no body metadata.
 pub(crate) fn not_modified_if_matching(request: &HeaderMap, response: &mut Response<Bytes>) {
-    if matches(request, response) {
-        make_not_modified(response);
-    }
-}
-
-/// Whether `request` gets a 304 instead of `answer`: a 200 with an `ETag` that its
-/// `If-None-Match` names.
-fn matches(request: &HeaderMap, answer: &Response<Bytes>) -> bool {
-    answer.status() == StatusCode::OK
-        && answer
+    let named = response.status() == StatusCode::OK
+        && response
             .headers()
             .get(ETAG)
-            .is_some_and(|tag| none_match_fails(request, tag.as_bytes()))
+            .is_some_and(|tag| none_match_fails(request, tag.as_bytes()));
+    if named {
+        make_not_modified(response);
+    }
 }
 
 /// The 304 that stands for `answer` (a 200): its headers but no body and no body metadata.
@@ -46,12 +41,11 @@ pub(crate) fn make_not_modified(answer: &mut Response<Bytes>) {
     headers.remove(CONTENT_LENGTH);
 }
 
-/// Whether `If-None-Match` (every field line of it) matches `current`: `*`, or any listed
-/// entity-tag whose opaque part equals `current`'s, `W/` ignored. A malformed list
-/// matches nothing from the first malformed element on, so it never causes a 304.
-pub(crate) fn none_match_fails(request: &HeaderMap, current: &[u8]) -> bool {
-    let tag = current;
-    let current = opaque(current);
+/// Whether `If-None-Match` (every field line of it) matches `tag`: `*`, or any listed
+/// entity-tag whose opaque part equals `tag`'s, `W/` ignored. A malformed list matches
+/// nothing from the first malformed element on, so it never causes a 304.
+pub(crate) fn none_match_fails(request: &HeaderMap, tag: &[u8]) -> bool {
+    let current = opaque(tag);
     request.get_all(IF_NONE_MATCH).iter().any(|value| {
         // The common case, and the cheap one: the tag a client was given, sent back as is.
         if value.as_bytes() == tag {
