@@ -1,14 +1,21 @@
-//! The version check's connection of its own.
+//! The version check: the store's version (and, with replicas, the primary's WAL
+//! position), read by a query sent after the caller asked, shared by every caller that
+//! asked before it was sent.
 //!
 //! sqlx 0.9 pings every connection handed back to a pool (one more round trip after
-//! every query, on its own task). The version check is exact mode's one query per wave
-//! of cached reads, sent back to back under load, so a store that built its pool runs
-//! it on a connection kept for it, opened with the pool's options on first use and
-//! again after a failure. A store over a host's pool checks through that pool: the
-//! host may set its connections up in `after_connect` (a role, a `search_path`, a key),
-//! which a connection opened from the options alone would miss. BENCHMARKS.md ("Exact
-//! mode: a check per wave of requests") measures the difference.
+//! every query, on its own task). The check is exact mode's one query per wave of cached
+//! reads, sent back to back under load, so a store that built its pool runs it on a
+//! connection kept for it, opened with the pool's options on first use and again after a
+//! failure. A store over a host's pool checks through that pool: the host may set its
+//! connections up in `after_connect` (a role, a `search_path`, a key), which a
+//! connection opened from the options alone would miss. BENCHMARKS.md ("Exact mode: a
+//! check per wave of requests") measures the difference.
+//!
+//! Sharing: a caller may take the answer of a check that *started* after it asked (so
+//! the answer is at least as new as anything acknowledged before it asked); otherwise it
+//! waits its turn and sends one, which every caller queued behind it then shares.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use books_core::StoreError;
@@ -18,68 +25,136 @@ use tokio::time::timeout;
 
 use crate::error::OrStoreError;
 
-/// The longest a check may take, connecting included, before it counts as unavailable
-/// (503) and its connection is dropped (a connection that went silent never answers).
+/// The longest a check may take on its own connection, connecting included, before it
+/// counts as unavailable (503) and its connection is dropped (a connection that went
+/// silent never answers).
 pub(crate) const CHECK_TIMEOUT: Duration = crate::ACQUIRE_TIMEOUT;
 
-/// One connection for the version query, shared by a store's clones.
-pub(crate) struct CheckConnection<DB: Database>(Mutex<Option<DB::Connection>>);
+/// What a check read.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Checked {
+    /// The store's version.
+    pub(crate) version: i64,
+    /// The primary's WAL position (PostgreSQL with replicas), in bytes.
+    pub(crate) position: Option<i64>,
+}
 
-impl<DB: Database> std::fmt::Debug for CheckConnection<DB> {
+/// A store's check, shared by its clones.
+pub(crate) struct Check<DB: Database> {
+    /// One row: the version and the position (or a null `BIGINT`).
+    sql: SqlStr,
+    /// Sent with the simple protocol (a transaction pooler: no named statement).
+    simple: bool,
+    /// Run on a connection of its own rather than through the pool.
+    own: bool,
+    /// How many checks were started.
+    started: AtomicU64,
+    slot: Mutex<Slot<DB>>,
+}
+
+struct Slot<DB: Database> {
+    conn: Option<DB::Connection>,
+    /// The newest check that succeeded: its number and what it read.
+    last: Option<(u64, Checked)>,
+}
+
+impl<DB: Database> std::fmt::Debug for Check<DB> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CheckConnection").finish_non_exhaustive()
+        f.debug_struct("Check")
+            .field("own", &self.own)
+            .field("simple", &self.simple)
+            .finish_non_exhaustive()
     }
 }
 
-impl<DB: Database> Default for CheckConnection<DB> {
-    fn default() -> Self {
-        Self(Mutex::new(None))
-    }
-}
-
-/// The version, read by `sql` (one `BIGINT`) on `own` connection if the store has
-/// one, else through `pool`. The own connection is opened like `pool`'s when there is
-/// none; any failure drops it, so the next check starts on a fresh one, and a closed
-/// pool closes it too.
-pub(crate) async fn version<DB>(
-    own: Option<&CheckConnection<DB>>,
-    pool: &Pool<DB>,
-    sql: &SqlStr,
-) -> Result<i64, StoreError>
+impl<DB> Check<DB>
 where
     DB: Database,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
-    (i64,): for<'r> FromRow<'r, DB::Row>,
+    (i64, Option<i64>): for<'r> FromRow<'r, DB::Row>,
 {
-    let Some(own) = own else {
-        return sqlx::query_scalar(sql.clone())
-            .fetch_one(pool)
-            .await
-            .or_store_error();
+    /// A check that runs `sql`, on a connection of its own if `own`.
+    pub(crate) fn new(sql: SqlStr, simple: bool, own: bool) -> Self {
+        Self {
+            sql,
+            simple,
+            own,
+            started: AtomicU64::new(0),
+            slot: Mutex::new(Slot {
+                conn: None,
+                last: None,
+            }),
+        }
+    }
+
+    /// What a check sent after this call reads (see the module's doc). The own
+    /// connection is opened like `pool`'s when there is none; any failure drops it, so
+    /// the next check starts on a fresh one, and a closed pool closes it too.
+    pub(crate) async fn run(&self, pool: &Pool<DB>) -> Result<Checked, StoreError> {
+        let asked = self.started.load(Ordering::SeqCst);
+        let mut slot = self.slot.lock().await;
+        if let Some((number, checked)) = slot.last
+            && number > asked
+        {
+            return Ok(checked);
+        }
+        let number = self.started.fetch_add(1, Ordering::SeqCst) + 1;
+        let checked = if self.own {
+            self.on_own_connection(&mut slot, pool).await
+        } else {
+            fetch(pool, &self.sql, self.simple).await.or_store_error()
+        };
+        if let Ok(checked) = checked {
+            slot.last = Some((number, checked));
+        }
+        checked
+    }
+
+    async fn on_own_connection(
+        &self,
+        slot: &mut Slot<DB>,
+        pool: &Pool<DB>,
+    ) -> Result<Checked, StoreError> {
+        if pool.is_closed() {
+            slot.conn = None;
+            return Err(sqlx::Error::PoolClosed).or_store_error();
+        }
+        let checked = timeout(CHECK_TIMEOUT, async {
+            if slot.conn.is_none() {
+                slot.conn = Some(pool.connect_options().connect().await?);
+            }
+            let conn = slot.conn.as_mut().expect("opened above");
+            fetch(conn, &self.sql, self.simple).await
+        })
+        .await;
+        match checked {
+            Ok(Ok(checked)) => Ok(checked),
+            Ok(Err(error)) => {
+                slot.conn = None;
+                Err(error).or_store_error()
+            }
+            Err(elapsed) => {
+                slot.conn = None;
+                Err(StoreError::unavailable(elapsed))
+            }
+        }
+    }
+}
+
+/// Runs the check's statement on `executor`.
+async fn fetch<'e, DB, E>(executor: E, sql: &SqlStr, simple: bool) -> Result<Checked, sqlx::Error>
+where
+    DB: Database,
+    E: Executor<'e, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    (i64, Option<i64>): for<'r> FromRow<'r, DB::Row>,
+{
+    let row = if simple {
+        sqlx::raw_sql(sql.clone()).fetch_one(executor).await?
+    } else {
+        sqlx::query(sql.clone()).fetch_one(executor).await?
     };
-    let mut slot = own.0.lock().await;
-    if pool.is_closed() {
-        *slot = None;
-        return Err(sqlx::Error::PoolClosed).or_store_error();
-    }
-    let checked = timeout(CHECK_TIMEOUT, async {
-        if slot.is_none() {
-            *slot = Some(pool.connect_options().connect().await?);
-        }
-        let conn = slot.as_mut().expect("opened above");
-        sqlx::query_scalar(sql.clone()).fetch_one(conn).await
-    })
-    .await;
-    match checked {
-        Ok(Ok(version)) => Ok(version),
-        Ok(Err(error)) => {
-            *slot = None;
-            Err(error).or_store_error()
-        }
-        Err(elapsed) => {
-            *slot = None;
-            Err(StoreError::unavailable(elapsed))
-        }
-    }
+    let (version, position) = <(i64, Option<i64>)>::from_row(&row)?;
+    Ok(Checked { version, position })
 }

@@ -65,14 +65,29 @@ pub(crate) fn is_unavailable(error: &sqlx::Error) -> bool {
 #[error("a write of several books failed")]
 pub(crate) struct Shared(#[source] pub(crate) Arc<sqlx::Error>);
 
-/// SQLite busy/locked, PostgreSQL connection loss, shutdown, overload and timeouts.
+/// SQLite busy/locked; PostgreSQL's and PgBouncer's "try again later".
 fn is_transient(code: Option<&str>) -> bool {
     match code {
-        // PostgreSQL SQLSTATE (five characters): connection exception, too many
-        // connections, statement timeout, admin/crash shutdown, cannot connect now.
+        // PostgreSQL SQLSTATE (five characters): connection exceptions (class 08, which
+        // is also what PgBouncer sends for its own pool and login failures), read-only
+        // transaction (a primary that became a standby), too many connections and
+        // configuration limits, object not in prerequisite state (a database not
+        // accepting connections, WAL functions during recovery), statement timeout,
+        // admin/crash shutdown, cannot connect now, idle-session timeout.
         Some(code) if code.len() == 5 => {
             code.starts_with("08")
-                || matches!(code, "53300" | "57014" | "57P01" | "57P02" | "57P03")
+                || matches!(
+                    code,
+                    "25006"
+                        | "53300"
+                        | "53400"
+                        | "55000"
+                        | "57014"
+                        | "57P01"
+                        | "57P02"
+                        | "57P03"
+                        | "57P05"
+                )
         }
         // SQLite result codes: SQLITE_BUSY, SQLITE_LOCKED and their extended codes.
         Some(code) => code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6)),
@@ -91,6 +106,19 @@ mod tests {
         assert!(is_transient(Some("6")));
         assert!(is_transient(Some("08006")));
         assert!(is_transient(Some("57014")));
+        for code in [
+            "08P01", "25006", "53300", "55000", "57P01", "57P02", "57P03", "57P05",
+        ] {
+            assert!(is_transient(Some(code)), "{code}");
+        }
+        assert!(
+            !is_transient(Some("57P04")),
+            "a dropped database stays gone"
+        );
+        assert!(
+            !is_transient(Some("28P01")),
+            "a refused password is not a retry"
+        );
         assert!(!is_transient(Some("787")));
         assert!(!is_transient(Some("23503")));
         assert!(!is_transient(None));

@@ -1,9 +1,10 @@
 //! SQLite and PostgreSQL stores for the books API, on sqlx, with embedded migrations.
 //!
 //! - [`SqliteStore`] (feature `sqlite`): the embedded default, one file, nothing to install.
-//! - [`PostgresStore`] (feature `postgres`): many stateless API processes over one database;
-//!   optionally in [`push`] mode, where the database notifies writes and cached reads
-//!   query nothing.
+//! - [`PostgresStore`] (feature `postgres`): many stateless API processes over one database,
+//!   directly or behind a transaction-mode pooler, reading from streaming replicas as
+//!   well; optionally in [`push`] mode, where the database notifies writes and cached
+//!   reads query nothing.
 //!
 //! Both implement [`books_core::BookStore`] and [`books_core::AuthorStore`] and pass the
 //! shared conformance suite. Both are built the same ways: `connect(url)`,
@@ -32,9 +33,10 @@ mod check;
 mod error;
 mod migrate;
 #[cfg(feature = "postgres")]
-mod postgres_store;
+mod postgres;
 #[cfg(feature = "postgres")]
 pub mod push;
+mod queries;
 mod rows;
 #[cfg(feature = "sqlite")]
 mod sqlite_store;
@@ -43,7 +45,9 @@ pub use error::Error;
 pub use migrate::MIGRATIONS_TABLE;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use postgres_store::{PostgresStore, STATEMENT_TIMEOUT};
+pub use postgres::{
+    DEFAULT_REPLICA_WAIT, DOWN_FOR, PROBE_INTERVAL, PostgresStore, STATEMENT_TIMEOUT,
+};
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use sqlite_store::{BUSY_TIMEOUT, SqliteStore};

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use sqlx::postgres::{PgListener, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{SqlSafeStr, SqlStr};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout};
@@ -51,12 +51,12 @@ pub(crate) struct Push {
 }
 
 impl Push {
-    /// Starts listening on a connection of its own, opened like `pool`'s (so requests
-    /// keep all of the pool); `state` reads the version and whether push mode is on.
-    /// Needs a tokio runtime.
-    pub(crate) fn start(pool: &PgPool, state: SqlStr) -> Self {
+    /// Starts listening on a connection of its own, opened with `options` (so requests
+    /// keep all of the store's `pool`, whose closing stops the listener); `state` reads
+    /// the version and whether push mode is on. Needs a tokio runtime.
+    pub(crate) fn start(pool: &PgPool, options: PgConnectOptions, state: SqlStr) -> Self {
         let known = Arc::new(AtomicU64::new(UNKNOWN));
-        let task = tokio::spawn(listen(pool.clone(), state, known.clone()));
+        let task = tokio::spawn(listen(pool.clone(), options, state, known.clone()));
         Self { known, task }
     }
 
@@ -74,7 +74,7 @@ impl Drop for Push {
 }
 
 /// Follows notifications, reconnecting after failures, until the store's pool is closed.
-async fn listen(store: PgPool, state: SqlStr, known: Arc<AtomicU64>) {
+async fn listen(store: PgPool, options: PgConnectOptions, state: SqlStr, known: Arc<AtomicU64>) {
     let set = |version: Option<u64>| known.store(version.unwrap_or(UNKNOWN), Ordering::Release);
     let reconnecting = async {
         loop {
@@ -83,7 +83,7 @@ async fn listen(store: PgPool, state: SqlStr, known: Arc<AtomicU64>) {
             let own = PgPoolOptions::new()
                 .max_connections(1)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
-                .connect_lazy_with((*store.connect_options()).clone());
+                .connect_lazy_with(options.clone());
             let Err(error) = follow(&own, &state, &set).await;
             set(None);
             tracing::warn!(%error, "push listener lost its connection; asking the database meanwhile");

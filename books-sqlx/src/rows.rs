@@ -2,7 +2,7 @@
 
 use books_core::BookRecord;
 use chrono::{DateTime, Utc};
-use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
+use sqlx::{AssertSqlSafe, ColumnIndex, Decode, FromRow, Row, SqlSafeStr, SqlStr, Type};
 
 /// One row of the books-with-authors join.
 #[derive(Debug, sqlx::FromRow)]
@@ -45,6 +45,44 @@ pub(crate) struct PageRow {
     #[sqlx(flatten)]
     row: VersionedRow,
     total: i64,
+}
+
+/// This crate's rows, decoded from either database's rows (prepared statements answer in
+/// binary, PostgreSQL's simple protocol in text: sqlx decodes both).
+pub(crate) trait StoreRow: Row {
+    fn book(&self) -> Result<BookRow, sqlx::Error>;
+    fn versioned(&self) -> Result<VersionedRow, sqlx::Error>;
+    fn page(&self) -> Result<PageRow, sqlx::Error>;
+    /// The `BIGINT` in column `index`.
+    fn int(&self, index: usize) -> Result<i64, sqlx::Error>;
+    /// The boolean in column `index`.
+    fn flag(&self, index: usize) -> Result<bool, sqlx::Error>;
+}
+
+impl<R: Row> StoreRow for R
+where
+    for<'r> BookRow: FromRow<'r, R>,
+    for<'r> VersionedRow: FromRow<'r, R>,
+    for<'r> PageRow: FromRow<'r, R>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+    usize: ColumnIndex<R>,
+{
+    fn book(&self) -> Result<BookRow, sqlx::Error> {
+        BookRow::from_row(self)
+    }
+    fn versioned(&self) -> Result<VersionedRow, sqlx::Error> {
+        VersionedRow::from_row(self)
+    }
+    fn page(&self) -> Result<PageRow, sqlx::Error> {
+        PageRow::from_row(self)
+    }
+    fn int(&self, index: usize) -> Result<i64, sqlx::Error> {
+        self.try_get(index)
+    }
+    fn flag(&self, index: usize) -> Result<bool, sqlx::Error> {
+        self.try_get(index)
+    }
 }
 
 /// The books of a page and the total and version its rows carry (`None` for an empty
@@ -171,7 +209,6 @@ pub(crate) struct Statements {
     pub(crate) deep: SqlStr,
     /// The total and the version, for an empty page.
     pub(crate) tally: SqlStr,
-    pub(crate) version: SqlStr,
     pub(crate) get: SqlStr,
     pub(crate) create: SqlStr,
     /// PostgreSQL's create of several books.
@@ -197,7 +234,6 @@ impl Statements {
             tally: sql(
                 "SELECT CAST(SUM(n) AS BIGINT), CAST(SUM(version) AS BIGINT) FROM {s}book_count",
             ),
-            version: sql("SELECT CAST(SUM(version) AS BIGINT) FROM {s}book_count"),
             get: sql(select_books!(
                 ", (SELECT CAST(SUM(version) AS BIGINT) FROM {s}book_count) AS version \
                  FROM {s}books b LEFT JOIN {s}authors a ON a.id = b.author_id WHERE b.id = $1"
@@ -214,12 +250,22 @@ impl Statements {
                  updated_at = $4 WHERE id = $5 ",
                 returning_book!()
             )),
-            delete: sql("DELETE FROM {s}books WHERE id = $1"),
+            delete: sql("DELETE FROM {s}books WHERE id = $1 RETURNING id"),
             author_exists: sql("SELECT EXISTS (SELECT 1 FROM {s}authors WHERE id = $1)"),
             add_author: sql("INSERT INTO {s}authors (name) VALUES ($1) RETURNING id"),
-            remove_author: sql("DELETE FROM {s}authors WHERE id = $1"),
+            remove_author: sql("DELETE FROM {s}authors WHERE id = $1 RETURNING id"),
             upsert_author: sql("INSERT INTO {s}authors (id, name) VALUES ($1, $2) \
                  ON CONFLICT (id) DO UPDATE SET name = excluded.name"),
         }
     }
 }
+
+/// The version check's statement for tables behind `schema` (see [`Statements::new`]): the
+/// version, and `position`, an SQL expression of type `BIGINT` (the primary's WAL
+/// position, or a null).
+pub(crate) fn check_sql(schema: &str, position: &str) -> String {
+    format!("SELECT CAST(SUM(version) AS BIGINT), {position} FROM {schema}book_count")
+}
+
+/// No position: a `BIGINT` null.
+pub(crate) const NO_POSITION: &str = "CAST(NULL AS BIGINT)";

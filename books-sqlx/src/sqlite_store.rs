@@ -9,14 +9,16 @@ use books_core::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreE
 use chrono::{DateTime, Utc};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
-    Sqlite, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    Sqlite, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
+use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 
 use crate::batch::{Created, Creates, NewBook, Write};
-use crate::check::{self, CheckConnection};
+use crate::check::Check;
 use crate::error::OrStoreError;
-use crate::rows::{BookRow, LIST_SQLITE, PageRow, RANGE, Statements, VersionedRow, page};
+use crate::queries::{self, Arg, Read, Run, bind, book_args};
+use crate::rows::{LIST_SQLITE, NO_POSITION, Statements, StoreRow, check_sql};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
 /// How long a connection waits on another process's write lock before giving up (503).
@@ -35,9 +37,9 @@ pub struct SqliteStore {
     readers: SqlitePool,
     writer: SqlitePool,
     sql: Arc<Statements>,
-    /// The version check's own connection, when this store built its pools for a file
-    /// (in memory, another connection would see a database of its own).
-    check: Option<Arc<CheckConnection<Sqlite>>>,
+    /// The version check, on a connection of its own when this store built its pools for
+    /// a file (in memory, another connection would see a database of its own).
+    check: Arc<Check<Sqlite>>,
     /// Creates waiting to be written together.
     creates: Arc<Creates>,
 }
@@ -84,7 +86,7 @@ impl SqliteStore {
         let writer = pool(1).connect_with(options.clone()).await?;
         let readers = pool(4).connect_with(options).await?;
         Ok(Self {
-            check: Some(Arc::default()),
+            check: Arc::new(Check::new(check(), false, true)),
             ..Self::from_pools(writer, readers)
         })
     }
@@ -104,7 +106,7 @@ impl SqliteStore {
             readers,
             writer,
             sql: Arc::new(Statements::new(LIST_SQLITE, "")),
-            check: None,
+            check: Arc::new(Check::new(check(), false, false)),
             creates: Arc::default(),
         }
     }
@@ -155,13 +157,41 @@ impl SqliteStore {
     }
 }
 
+/// The version check's statement.
+fn check() -> SqlStr {
+    AssertSqlSafe(check_sql("", NO_POSITION)).into_sql_str()
+}
+
+/// Reads through the readers, writes through the writer.
+impl Run for SqliteStore {
+    type Row = SqliteRow;
+
+    fn sql(&self) -> &Statements {
+        &self.sql
+    }
+
+    async fn read(
+        &self,
+        _: Read,
+        sql: &SqlStr,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<SqliteRow>, StoreError> {
+        bind(sqlx::query(sql.clone()), args)
+            .fetch_all(&self.readers)
+            .await
+            .or_store_error()
+    }
+
+    async fn write(&self, sql: &SqlStr, args: &[Arg<'_>]) -> Result<Vec<SqliteRow>, sqlx::Error> {
+        bind(sqlx::query(sql.clone()), args)
+            .fetch_all(&self.writer)
+            .await
+    }
+}
+
 impl Write for SqliteStore {
     async fn create_one(&self, new: &NewBook) -> Created {
-        let row: BookRow = create(&self.sql, new)
-            .fetch_one(&self.writer)
-            .await
-            .or_write_error(new.book.author_id)?;
-        Ok(row.into())
+        queries::create(self, new).await
     }
 
     /// One transaction of one-row inserts: a failed statement (a missing author) is
@@ -170,8 +200,12 @@ impl Write for SqliteStore {
         let mut tx = self.writer.begin().await?;
         let mut created = Vec::with_capacity(books.len());
         for new in books {
-            created.push(match create(&self.sql, new).fetch_one(&mut *tx).await {
-                Ok(row) => Ok(row.into()),
+            let insert = bind(
+                sqlx::query(self.sql.create.clone()),
+                &book_args(&new.book, new.now),
+            );
+            created.push(match insert.fetch_one(&mut *tx).await {
+                Ok(row) => row.book().map(Into::into).or_store_error(),
                 Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
                     Err(StoreError::AuthorNotFound(new.book.author_id))
                 }
@@ -183,65 +217,21 @@ impl Write for SqliteStore {
     }
 }
 
-/// The insert of one book, returning it joined with its author.
-fn create<'q>(
-    sql: &Statements,
-    new: &'q NewBook,
-) -> sqlx::query::QueryAs<'q, Sqlite, BookRow, <Sqlite as sqlx::Database>::Arguments> {
-    sqlx::query_as(sql.create.clone())
-        .bind(&new.book.title)
-        .bind(new.book.author_id)
-        .bind(new.book.year)
-        .bind(new.now)
-}
-
 #[async_trait]
 impl BookStore for SqliteStore {
     async fn list(&self, offset: u64, limit: u32) -> Result<BookPage, StoreError> {
-        // Past the first range, start from the page's range (`book_ranges`).
-        let sql = if offset < RANGE {
-            &self.sql.list
-        } else {
-            &self.sql.deep
-        };
-        let rows: Vec<PageRow> = sqlx::query_as(sql.clone())
-            .bind(i64::from(limit))
-            .bind(i64::try_from(offset).unwrap_or(i64::MAX))
-            .fetch_all(&self.readers)
-            .await
-            .or_store_error()?;
-        let (books, tally) = page(rows);
-        let (total, version) = match tally {
-            Some(tally) => tally,
-            None => sqlx::query_as::<_, (i64, i64)>(self.sql.tally.clone())
-                .fetch_one(&self.readers)
-                .await
-                .or_store_error()?,
-        };
-        Ok(BookPage {
-            books,
-            total: total as u64,
-            version: Some(version as u64),
-        })
+        queries::list(self, offset, limit).await
     }
 
     async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
-        Ok(self.get_versioned(id).await?.0)
+        Ok(queries::get(self, id).await?.0)
     }
 
     async fn get_versioned(
         &self,
         id: i64,
     ) -> Result<(Option<BookRecord>, Option<u64>), StoreError> {
-        let row: Option<VersionedRow> = sqlx::query_as(self.sql.get.clone())
-            .bind(id)
-            .fetch_optional(&self.readers)
-            .await
-            .or_store_error()?;
-        Ok(match row {
-            Some(row) => (Some(row.book.into()), Some(row.version as u64)),
-            None => (None, None),
-        })
+        queries::get(self, id).await
     }
 
     /// Creates that arrive while another is written go together in one transaction
@@ -260,39 +250,20 @@ impl BookStore for SqliteStore {
         book: &BookInput,
         now: DateTime<Utc>,
     ) -> Result<Option<BookRecord>, StoreError> {
-        let row: Option<BookRow> = sqlx::query_as(self.sql.update.clone())
-            .bind(&book.title)
-            .bind(book.author_id)
-            .bind(book.year)
-            .bind(now)
-            .bind(id)
-            .fetch_optional(&self.writer)
-            .await
-            .or_write_error(book.author_id)?;
-        Ok(row.map(BookRecord::from))
+        queries::update(self, id, book, now).await
     }
 
     async fn delete(&self, id: i64) -> Result<bool, StoreError> {
-        let done = sqlx::query(self.sql.delete.clone())
-            .bind(id)
-            .execute(&self.writer)
-            .await
-            .or_store_error()?;
-        Ok(done.rows_affected() == 1)
+        queries::delete(self, id).await
     }
 
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
-        sqlx::query_scalar(self.sql.author_exists.clone())
-            .bind(id)
-            .fetch_one(&self.readers)
-            .await
-            .or_store_error()
+        queries::author_exists(self, id).await
     }
 
     async fn version(&self) -> Result<Option<u64>, StoreError> {
-        let version =
-            check::version(self.check.as_deref(), &self.readers, &self.sql.version).await?;
-        Ok(Some(version as u64))
+        let checked = self.check.run(&self.readers).await?;
+        Ok(Some(checked.version as u64))
     }
 
     /// Looks up author 0 through the store's own table and index: one round trip that
@@ -305,19 +276,10 @@ impl BookStore for SqliteStore {
 #[async_trait]
 impl AuthorStore for SqliteStore {
     async fn add_author(&self, name: Option<&str>) -> Result<i64, StoreError> {
-        sqlx::query_scalar(self.sql.add_author.clone())
-            .bind(name)
-            .fetch_one(&self.writer)
-            .await
-            .or_store_error()
+        queries::add_author(self, name).await
     }
 
     async fn remove_author(&self, id: i64) -> Result<bool, StoreError> {
-        let done = sqlx::query(self.sql.remove_author.clone())
-            .bind(id)
-            .execute(&self.writer)
-            .await
-            .or_store_error()?;
-        Ok(done.rows_affected() == 1)
+        queries::remove_author(self, id).await
     }
 }

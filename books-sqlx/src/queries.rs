@@ -1,0 +1,211 @@
+//! The book store's operations, written once over a store's way of running a statement
+//! ([`Run`]): which pool, which protocol, whether a read may go to a replica. A store's
+//! own file holds only what differs between the databases.
+
+use std::future::Future;
+
+use books_core::{BookInput, BookPage, BookRecord, StoreError};
+use chrono::{DateTime, Utc};
+use sqlx::SqlStr;
+
+use crate::batch::{Created, NewBook};
+use crate::error::OrStoreError;
+use crate::rows::{RANGE, Statements, StoreRow, page};
+
+/// A value bound to a statement.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Arg<'a> {
+    Int(i64),
+    Year(i32),
+    Text(&'a str),
+    Name(Option<&'a str>),
+    Time(DateTime<Utc>),
+}
+
+/// Where a read may be answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Read {
+    /// The data a client asked for (a page, a book): a replica may answer, as long as it
+    /// has every write the primary had when the read began.
+    Data,
+    /// What decides a write or must be current by itself: the primary.
+    Primary,
+}
+
+/// How a store runs one statement and hands back its rows.
+pub(crate) trait Run: Send + Sync {
+    type Row: StoreRow;
+
+    /// The store's statements.
+    fn sql(&self) -> &Statements;
+
+    /// Runs a read; its errors are already the store contract's.
+    fn read(
+        &self,
+        to: Read,
+        sql: &SqlStr,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Result<Vec<Self::Row>, StoreError>> + Send;
+
+    /// Runs a write (with `RETURNING`, so rows say what was written).
+    fn write(
+        &self,
+        sql: &SqlStr,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send;
+}
+
+fn decoded<T>(result: Result<T, sqlx::Error>) -> Result<T, StoreError> {
+    result.or_store_error()
+}
+
+/// [`BookStore::list`](books_core::BookStore::list): a page and, for an empty one, the
+/// total and version by themselves.
+pub(crate) async fn list(
+    store: &impl Run,
+    offset: u64,
+    limit: u32,
+) -> Result<BookPage, StoreError> {
+    let sql = store.sql();
+    // Past the first range, start from the page's range (`book_ranges`).
+    let statement = if offset < RANGE { &sql.list } else { &sql.deep };
+    let args = [
+        Arg::Int(i64::from(limit)),
+        Arg::Int(i64::try_from(offset).unwrap_or(i64::MAX)),
+    ];
+    let rows = store.read(Read::Data, statement, &args).await?;
+    let rows = decoded(rows.iter().map(StoreRow::page).collect())?;
+    let (books, tally) = page(rows);
+    let (total, version) = match tally {
+        Some(tally) => tally,
+        None => {
+            let rows = store.read(Read::Primary, &sql.tally, &[]).await?;
+            let row = first(&rows)?;
+            (decoded(row.int(0))?, decoded(row.int(1))?)
+        }
+    };
+    Ok(BookPage {
+        books,
+        total: total as u64,
+        version: Some(version as u64),
+    })
+}
+
+/// [`BookStore::get_versioned`](books_core::BookStore::get_versioned).
+pub(crate) async fn get(
+    store: &impl Run,
+    id: i64,
+) -> Result<(Option<BookRecord>, Option<u64>), StoreError> {
+    let rows = store
+        .read(Read::Data, &store.sql().get, &[Arg::Int(id)])
+        .await?;
+    Ok(match rows.first() {
+        Some(row) => {
+            let row = decoded(row.versioned())?;
+            (Some(row.book.into()), Some(row.version as u64))
+        }
+        None => (None, None),
+    })
+}
+
+/// One create in one statement.
+pub(crate) async fn create(store: &impl Run, new: &NewBook) -> Created {
+    let book = &new.book;
+    let rows = store
+        .write(&store.sql().create, &book_args(book, new.now))
+        .await
+        .or_write_error(book.author_id)?;
+    Ok(decoded(first(&rows)?.book())?.into())
+}
+
+/// [`BookStore::update`](books_core::BookStore::update).
+pub(crate) async fn update(
+    store: &impl Run,
+    id: i64,
+    book: &BookInput,
+    now: DateTime<Utc>,
+) -> Result<Option<BookRecord>, StoreError> {
+    let [title, author, year, now] = book_args(book, now);
+    let rows = store
+        .write(
+            &store.sql().update,
+            &[title, author, year, now, Arg::Int(id)],
+        )
+        .await
+        .or_write_error(book.author_id)?;
+    rows.first()
+        .map(|row| decoded(row.book()).map(Into::into))
+        .transpose()
+}
+
+/// [`BookStore::delete`](books_core::BookStore::delete).
+pub(crate) async fn delete(store: &impl Run, id: i64) -> Result<bool, StoreError> {
+    let rows = store.write(&store.sql().delete, &[Arg::Int(id)]).await;
+    Ok(!rows.or_store_error()?.is_empty())
+}
+
+/// [`BookStore::author_exists`](books_core::BookStore::author_exists), on the primary: a
+/// write's validation must see the author a moment-old write added.
+pub(crate) async fn author_exists(store: &impl Run, id: i64) -> Result<bool, StoreError> {
+    let rows = store
+        .read(Read::Primary, &store.sql().author_exists, &[Arg::Int(id)])
+        .await?;
+    decoded(first(&rows)?.flag(0))
+}
+
+/// [`AuthorStore::add_author`](books_core::AuthorStore::add_author).
+pub(crate) async fn add_author(store: &impl Run, name: Option<&str>) -> Result<i64, StoreError> {
+    let rows = store
+        .write(&store.sql().add_author, &[Arg::Name(name)])
+        .await;
+    decoded(first(&rows.or_store_error()?)?.int(0))
+}
+
+/// [`AuthorStore::remove_author`](books_core::AuthorStore::remove_author).
+pub(crate) async fn remove_author(store: &impl Run, id: i64) -> Result<bool, StoreError> {
+    let rows = store
+        .write(&store.sql().remove_author, &[Arg::Int(id)])
+        .await;
+    Ok(!rows.or_store_error()?.is_empty())
+}
+
+/// Title, author, year and time: a create's arguments, and the first four of an update's.
+pub(crate) fn book_args(book: &BookInput, now: DateTime<Utc>) -> [Arg<'_>; 4] {
+    [
+        Arg::Text(&book.title),
+        Arg::Int(book.author_id),
+        Arg::Year(book.year),
+        Arg::Time(now),
+    ]
+}
+
+/// The one row a statement always returns.
+fn first<R>(rows: &[R]) -> Result<&R, StoreError> {
+    rows.first()
+        .ok_or_else(|| StoreError::other("a statement returned no row"))
+}
+
+/// `query` with `args` bound in order.
+pub(crate) fn bind<'q, 'a, DB>(
+    mut query: sqlx::query::Query<'q, DB, DB::Arguments>,
+    args: &[Arg<'a>],
+) -> sqlx::query::Query<'q, DB, DB::Arguments>
+where
+    DB: sqlx::Database,
+    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    i32: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    DateTime<Utc>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    for arg in args {
+        query = match *arg {
+            Arg::Int(value) => query.bind(value),
+            Arg::Year(value) => query.bind(value),
+            Arg::Text(value) => query.bind(value),
+            Arg::Name(value) => query.bind(value),
+            Arg::Time(value) => query.bind(value),
+        };
+    }
+    query
+}
