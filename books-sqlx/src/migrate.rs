@@ -119,6 +119,12 @@ pub(crate) mod postgres {
         schema: Option<&str>,
     ) -> Result<(), crate::Error> {
         let mut tx = pool.begin().await?;
+        // First the lock: concurrent `CREATE SCHEMA IF NOT EXISTS` may fail otherwise.
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "SELECT pg_advisory_xact_lock({LOCK})"
+        )))
+        .execute(&mut *tx)
+        .await?;
         if let Some(schema) = schema {
             // A checked identifier: nothing to inject.
             sqlx::raw_sql(AssertSqlSafe(format!(
@@ -128,8 +134,7 @@ pub(crate) mod postgres {
             .await?;
         }
         sqlx::raw_sql(AssertSqlSafe(format!(
-            "SELECT pg_advisory_xact_lock({LOCK}); \
-             CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ( \
+            "CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} ( \
                  version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
                  installed_on TIMESTAMPTZ NOT NULL DEFAULT now(), success BOOLEAN NOT NULL, \
                  checksum BYTEA NOT NULL, execution_time BIGINT NOT NULL)"

@@ -1,0 +1,80 @@
+//! Faults on the way to the database: nothing listening, a silent path, a cut one.
+
+use super::*;
+
+/// A store of a fresh migrated schema that reaches the server through `port` (where
+/// nothing listens until a [`Proxy`] does), and the real server's address.
+async fn migrated_behind(port: u16) -> (PostgresStore, String) {
+    let options = fresh_options().await;
+    let real = format!("{}:{}", options.get_host(), options.get_port());
+    PostgresStore::connect_lazy_with(options.clone())
+        .migrate()
+        .await
+        .unwrap();
+    let store = PostgresStore::connect_lazy_with(options.host("127.0.0.1").port(port));
+    (store, real)
+}
+
+/// A store pointed at a port where nothing listens answers 503; once a server answers
+/// there (a proxy to the real one), the same store works without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_server_is_503_then_recovers() {
+    if !available().await {
+        return;
+    }
+    let port = free_port().await;
+    let (store, real) = migrated_behind(port).await;
+    let api = BooksApi::new(store, Config::default());
+
+    let started = Instant::now();
+    assert_eq!(get(&api, "/api/books").await, 503);
+    assert_eq!(get(&api, "/api/books/1").await, 503);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "fails fast: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(get(&api, "/api/ping").await, 200);
+    assert!(
+        matches!(api.ready().await, Err(StoreError::Unavailable(_))),
+        "not ready while nothing listens"
+    );
+
+    let _proxy = Proxy::start(port, real).await;
+    assert_eq!(get(&api, "/api/books").await, 200);
+    assert_eq!(get(&api, "/api/books/1").await, 404);
+    api.ready().await.expect("ready once the server answers");
+}
+
+/// The version check runs on a connection of its own: when the way to the database goes
+/// silent, a check gives up within its bound (503, not a hang) and the next one, once
+/// the path is back, opens a fresh connection; cut off, checks fail until the database
+/// can be reached again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn version_check_connection_recovers() {
+    if !available().await {
+        return;
+    }
+    let port = free_port().await;
+    let (store, real) = migrated_behind(port).await;
+    let proxy = Proxy::start(port, real.clone()).await;
+    let version = store.version().await.unwrap();
+    let unavailable = |result| matches!(result, Err(StoreError::Unavailable(_)));
+
+    proxy.silence(true);
+    let started = Instant::now();
+    assert!(unavailable(store.version().await), "silent path");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "gives up: {:?}",
+        started.elapsed()
+    );
+    proxy.silence(false);
+    assert_eq!(store.version().await.unwrap(), version, "path back");
+
+    drop(proxy);
+    assert!(unavailable(store.version().await), "cut off");
+    assert!(unavailable(store.version().await), "still cut off");
+    let _proxy = Proxy::start(port, real).await;
+    assert_eq!(store.version().await.unwrap(), version, "reachable again");
+}
