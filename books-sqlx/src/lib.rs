@@ -46,7 +46,7 @@ pub use migrate::MIGRATIONS_TABLE;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use postgres::{
-    DEFAULT_REPLICA_WAIT, DOWN_FOR, PROBE_INTERVAL, PostgresStore, STATEMENT_TIMEOUT,
+    DEFAULT_REPLICA_WAIT, DOWN_FOR, PROBE_INTERVAL, PostgresStore, ReplicaState, STATEMENT_TIMEOUT,
 };
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]

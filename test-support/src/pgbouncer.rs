@@ -7,7 +7,8 @@ use std::time::Duration;
 use crate::{free_port, root, scratch, wait_for_port};
 
 /// PgBouncer on a free port in transaction mode, in front of a server on `127.0.0.1`,
-/// with the usual `ignore_startup_parameters = extra_float_digits` and nothing more;
+/// with the usual `ignore_startup_parameters = extra_float_digits` and nothing more (but
+/// a one-second `server_login_retry`, so tests need not wait 15 s after a failed login);
 /// stopped and removed when dropped.
 #[derive(Debug)]
 pub struct PgBouncer {
@@ -36,6 +37,7 @@ impl PgBouncer {
              ignore_startup_parameters = extra_float_digits\n\
              max_client_conn = 1000\n\
              default_pool_size = 20\n\
+             server_login_retry = 1\n\
              logfile = {dir}/pgbouncer.log\n",
             dir = dir.display()
         );

@@ -18,7 +18,7 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow, Postgres};
 use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 
-pub use replicas::{DEFAULT_WAIT as DEFAULT_REPLICA_WAIT, DOWN_FOR, PROBE_INTERVAL};
+pub use replicas::{DEFAULT_WAIT as DEFAULT_REPLICA_WAIT, DOWN_FOR, PROBE_INTERVAL, ReplicaState};
 
 use self::replicas::Replicas;
 use self::session::{Session, inline, session_settings};
@@ -406,6 +406,15 @@ impl PostgresStore {
         self.replicas
             .as_ref()
             .map(|replicas| replicas.pools())
+            .unwrap_or_default()
+    }
+
+    /// What the store knows of each replica: whether it is up, how far behind, how many
+    /// reads it answered (the same as the `books_store_replica_*` metrics).
+    pub fn replicas(&self) -> Vec<ReplicaState> {
+        self.replicas
+            .as_ref()
+            .map(|replicas| replicas.states())
             .unwrap_or_default()
     }
 

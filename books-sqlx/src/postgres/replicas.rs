@@ -22,7 +22,7 @@
 //! `unavailable`); the store counts `books_store_reads_total{pool}`.
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use metrics::{counter, gauge};
@@ -65,6 +65,27 @@ struct Replica {
     label: String,
     replayed: AtomicI64,
     down_until: Mutex<Option<Instant>>,
+    /// Reads it answered.
+    reads: AtomicU64,
+}
+
+/// What a store knows of one of its replicas ([`PostgresStore::replicas`]).
+///
+/// [`PostgresStore::replicas`]: crate::PostgresStore::replicas
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReplicaState {
+    /// `host:port`, as in the metrics' `replica` label.
+    pub replica: String,
+    /// Whether it answered when last asked (a replica that failed is left alone for
+    /// [`DOWN_FOR`], then asked again).
+    pub up: bool,
+    /// How far it had replayed the WAL when last asked, in bytes.
+    pub replayed: Option<u64>,
+    /// How far that was behind the newest primary position the store has seen.
+    pub lag_bytes: Option<u64>,
+    /// Reads it answered for this store.
+    pub reads: u64,
 }
 
 /// Why the primary answered instead.
@@ -96,6 +117,7 @@ impl Replicas {
                     pool,
                     replayed: AtomicI64::new(UNKNOWN),
                     down_until: Mutex::new(None),
+                    reads: AtomicU64::new(0),
                 }
             })
             .collect();
@@ -134,6 +156,7 @@ impl Replicas {
                 {
                     // The first row is the position the data is at least as new as.
                     rows.remove(0);
+                    replica.reads.fetch_add(1, Ordering::Relaxed);
                     return Ok(rows);
                 }
             }
@@ -157,6 +180,26 @@ impl Replicas {
             }
             sleep(PROBE_INTERVAL.min(left)).await;
         }
+    }
+
+    /// What is known of each replica.
+    pub(crate) fn states(&self) -> Vec<ReplicaState> {
+        let primary = self.primary();
+        self.members
+            .iter()
+            .map(|r| {
+                let replayed = u64::try_from(r.replayed.load(Ordering::Relaxed)).ok();
+                ReplicaState {
+                    replica: r.label.clone(),
+                    up: r.is_up() && replayed.is_some(),
+                    replayed,
+                    lag_bytes: replayed
+                        .zip(u64::try_from(primary).ok())
+                        .map(|(replayed, primary)| primary.saturating_sub(replayed)),
+                    reads: r.reads.load(Ordering::Relaxed),
+                }
+            })
+            .collect()
     }
 
     fn primary(&self) -> i64 {

@@ -38,3 +38,63 @@ async fn deep_pages_cross_groups() {
     })
     .await;
 }
+
+/// A host's `TRUNCATE` (which fires no row trigger) resets the total and moves the
+/// version: cached pages and books are not served again, and new books count from zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn truncate_keeps_counts_and_cache_exact() {
+    if !available().await {
+        return;
+    }
+    let (ours, _, schema, host) = two_stores_and_a_host().await;
+    let author = books_core::AuthorStore::add_author(&ours, Some("A"))
+        .await
+        .unwrap();
+    let api = BooksApi::new(ours.clone(), Config::default());
+    let call = async |method: &str, path: &str, body: String| {
+        let request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .body(body)
+            .unwrap();
+        let response = api.handle(request).await;
+        let json: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+        (response.status().as_u16(), json)
+    };
+    let create = format!("title=T&author_id={author}&year=2020");
+    for _ in 0..3 {
+        assert_eq!(call("POST", "/api/books", create.clone()).await.0, 201);
+    }
+    for _ in 0..2 {
+        let (_, page) = call("GET", "/api/books?include=author", String::new()).await;
+        assert_eq!(page["meta"]["total"], 3);
+        assert_eq!(call("GET", "/api/books/1", String::new()).await.0, 200);
+    }
+    let version = ours.version().await.unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!("TRUNCATE {schema}.books")))
+        .execute(&host)
+        .await
+        .unwrap();
+    assert_ne!(ours.version().await.unwrap(), version, "the version moved");
+    let (_, page) = call("GET", "/api/books?include=author", String::new()).await;
+    assert_eq!(page["meta"]["total"], 0, "{page}");
+    assert_eq!(page["data"], serde_json::json!([]));
+    assert_eq!(call("GET", "/api/books/1", String::new()).await.0, 404);
+    assert_eq!(call("POST", "/api/books", create.clone()).await.0, 201);
+    assert_eq!(ours.list(0, 20).await.unwrap().total, 1, "counts from zero");
+    assert_eq!(
+        ours.list(1024, 20).await.unwrap().total,
+        1,
+        "ranges reset too"
+    );
+
+    // Truncating authors takes their books with it (CASCADE), and names in cached pages.
+    let version = ours.version().await.unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!("TRUNCATE {schema}.authors CASCADE")))
+        .execute(&host)
+        .await
+        .unwrap();
+    assert_ne!(ours.version().await.unwrap(), version);
+    let (_, page) = call("GET", "/api/books?include=author", String::new()).await;
+    assert_eq!(page["meta"]["total"], 0, "{page}");
+}

@@ -78,3 +78,92 @@ async fn version_check_connection_recovers() {
     let _proxy = Proxy::start(port, real).await;
     assert_eq!(store.version().await.unwrap(), version, "reachable again");
 }
+
+/// A database that stops accepting connections (`ALLOW_CONNECTIONS false`, its backends
+/// terminated, as an operator closing it for maintenance does): reads and writes answer
+/// 503 with `Retry-After`, never 500, directly and through PgBouncer (whose login to the
+/// server fails), and work again once it accepts connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_closing_its_doors_is_503() {
+    if !available().await {
+        return;
+    }
+    let database = fresh_schema();
+    let mut admin = PgConnection::connect(&url()).await.unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {database}")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let options = PostgresStore::options(&url()).unwrap().database(&database);
+    let direct = PostgresStore::connect_lazy_with(options.clone());
+    direct.migrate().await.unwrap();
+    let mut apis = vec![("direct", BooksApi::new(direct, Config::default()))];
+    if let Some(port) = super::pooler::bouncer_port() {
+        let pooled = PostgresStore::connect_lazy_with(options.host("127.0.0.1").port(port))
+            .transaction_pooler(true);
+        apis.push(("pooled", BooksApi::new(pooled, Config::default())));
+    }
+    for (way, api) in &apis {
+        assert_eq!(get(api, "/api/books").await, 200, "{way}");
+    }
+
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "ALTER DATABASE {database} ALLOW_CONNECTIONS false; \
+         SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    // Termination is a signal: wait until the backends are gone.
+    let gone = format!("SELECT COUNT(*) FROM pg_stat_activity WHERE datname = '{database}'");
+    while sqlx::query_scalar::<_, i64>(AssertSqlSafe(gone.clone()))
+        .fetch_one(&mut admin)
+        .await
+        .unwrap()
+        > 0
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for (way, api) in &apis {
+        for path in ["/api/books", "/api/books/1", "/api/books?page=2"] {
+            let request = http::Request::get(path).body(String::new()).unwrap();
+            let response = api.handle(request).await;
+            assert_eq!(
+                response.status(),
+                503,
+                "{way} {path}: {:?}",
+                response.body()
+            );
+            assert_eq!(response.headers()["retry-after"], "1");
+        }
+        let create = http::Request::post("/api/books")
+            .body("title=T&author_id=1&year=2020".to_owned())
+            .unwrap();
+        assert_eq!(api.handle(create).await.status(), 503, "{way} create");
+        assert!(matches!(api.ready().await, Err(StoreError::Unavailable(_))));
+    }
+
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "ALTER DATABASE {database} ALLOW_CONNECTIONS true"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    for (way, api) in &apis {
+        let started = Instant::now();
+        while get(api, "/api/books").await != 200 {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "{way} recovers"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    drop(apis);
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "DROP DATABASE {database} WITH (FORCE)"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+}

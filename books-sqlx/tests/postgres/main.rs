@@ -87,14 +87,18 @@ async fn claim_run(mut conn: PgConnection) {
         .execute(&mut conn)
         .await
         .expect("lock this run");
+    // Schemas, and the databases of the tests that need one of their own.
     let schemas: Vec<String> = sqlx::query_scalar(
-        "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'books\\_test\\_%'",
+        "SELECT 's' || nspname::text FROM pg_namespace WHERE nspname LIKE 'books\\_test\\_%' \
+         UNION ALL SELECT 'd' || datname::text FROM pg_database \
+         WHERE datname LIKE 'books\\_test\\_%'",
     )
     .fetch_all(&mut conn)
     .await
     .expect("list schemas");
     let mut cleaner = PgConnection::connect(&url()).await.expect("connect");
-    for schema in schemas {
+    for kind_and_name in schemas {
+        let (kind, schema) = kind_and_name.split_at(1);
         let Some(owner) = schema
             .strip_prefix(SCHEMA_PREFIX)
             .and_then(|rest| rest.split('_').next())
@@ -109,12 +113,15 @@ async fn claim_run(mut conn: PgConnection) {
             .await
             .expect("probe a run's lock");
         if ended {
-            sqlx::query(AssertSqlSafe(format!(
-                "DROP SCHEMA IF EXISTS {schema} CASCADE"
-            )))
-            .execute(&mut cleaner)
-            .await
-            .expect("drop an ended run's schema");
+            let drop = if kind == "d" {
+                format!("DROP DATABASE IF EXISTS {schema} WITH (FORCE)")
+            } else {
+                format!("DROP SCHEMA IF EXISTS {schema} CASCADE")
+            };
+            sqlx::query(AssertSqlSafe(drop))
+                .execute(&mut cleaner)
+                .await
+                .expect("drop an ended run's schema");
             sqlx::query("SELECT pg_advisory_unlock($1, $2)")
                 .bind(LOCK_SPACE)
                 .bind(owner)
@@ -216,5 +223,6 @@ mod faults;
 mod migrations;
 mod pooler;
 mod proxy;
+mod replicas;
 use proxy::{Proxy, free_port};
 mod push_mode;
