@@ -18,7 +18,7 @@ mod store;
 pub use ops::{LIVEZ, METRICS, Operations, READYZ, install_metrics, serve_metrics};
 pub use options::{LogFormat, Options};
 pub use serve::{Limits, serve, serve_with};
-pub use store::{DemoStore, open_store};
+pub use store::{DemoStore, StoreOptions, open_store};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,9 +32,15 @@ pub enum Error {
     /// The database URL names no store this server knows.
     #[error("unsupported database URL {0:?} (expected sqlite:…, postgres://…, or memory)")]
     UnknownDatabase(String),
-    /// `--push` names a store without push mode (PostgreSQL's only).
-    #[error("push mode needs a postgres:// database")]
-    PushNeedsPostgres,
+    /// A PostgreSQL-only flag (push mode, a pooler, replicas) for another store.
+    #[error("{0} needs a postgres:// database")]
+    PostgresOnly(&'static str),
+    /// Push mode through a transaction pooler without a direct URL to listen on.
+    #[error(
+        "push mode listens for the database's notifications, which a transaction pooler \
+         does not pass on: give a direct PostgreSQL URL with --notify-url"
+    )]
+    PushNeedsDirectConnection,
     /// Connecting or migrating failed.
     #[error(transparent)]
     Database(#[from] books_sqlx::Error),
@@ -63,7 +69,7 @@ pub async fn build_api(
     options: &Options,
     local: SocketAddr,
 ) -> Result<(BooksApi, Arc<dyn DemoStore>), Error> {
-    let store = open_store(&options.database_url, options.push).await?;
+    let store = open_store(&options.store()).await?;
     let config = options.config(local);
     if books_core::demo::load_if_empty(&*store, config.now()).await? {
         tracing::info!("loaded demo data into the empty database");

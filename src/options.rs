@@ -48,6 +48,32 @@ pub struct Options {
     #[arg(long, env = "BOOKS_PUSH", action = clap::ArgAction::Set)]
     pub push: Option<bool>,
 
+    /// PostgreSQL: the database URL is a transaction-mode pooler's (PgBouncer with
+    /// `pool_mode = transaction`, a managed pooler): no named statements, the statement
+    /// time bound per transaction, migrations in one transaction through it.
+    #[arg(long, env = "BOOKS_TRANSACTION_POOLER", default_value_t = false, action = clap::ArgAction::Set)]
+    pub transaction_pooler: bool,
+
+    /// PostgreSQL: a direct URL of the primary for push mode's `LISTEN`, which a
+    /// transaction pooler cannot carry (needed with --push true behind one).
+    #[arg(long, env = "BOOKS_NOTIFY_URL", hide_env_values = true)]
+    pub notify_url: Option<String>,
+
+    /// PostgreSQL: a streaming replica to read pages and books from once it has replayed
+    /// the primary's position as the read began (never older than the primary).
+    /// Repeatable; the variable takes a comma-separated list.
+    #[arg(
+        long = "replica-url",
+        env = "BOOKS_REPLICA_URLS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub replica_urls: Vec<String>,
+
+    /// Milliseconds a read waits for a replica to catch up before the primary answers it.
+    #[arg(long, env = "BOOKS_REPLICA_WAIT_MS", default_value_t = books_sqlx::DEFAULT_REPLICA_WAIT.as_millis() as u64)]
+    pub replica_wait_ms: u64,
+
     /// Route names to serve: `index` (/books/{id}), `action` (/books/update/{id}) or `both`.
     #[arg(long, env = "BOOKS_ROUTE_SCHEME", default_value = "both")]
     pub route_scheme: RouteScheme,
@@ -159,6 +185,17 @@ impl Options {
                 entries: self.cache_entries,
                 bytes: self.cache_bytes,
             }))
+    }
+
+    /// The database settings.
+    pub fn store(&self) -> crate::StoreOptions {
+        let mut store = crate::StoreOptions::new(&self.database_url);
+        store.push = self.push;
+        store.transaction_pooler = self.transaction_pooler;
+        store.notify_url.clone_from(&self.notify_url);
+        store.replica_urls.clone_from(&self.replica_urls);
+        store.replica_wait = Duration::from_millis(self.replica_wait_ms);
+        store
     }
 
     /// The server's timeouts.

@@ -21,35 +21,82 @@ impl DemoStore for MemStore {}
 
 impl DemoStore for SqliteStore {
     fn record_pool_metrics(&self) {
-        record_pool("sqlite_readers", self.readers());
-        record_pool("sqlite_writer", self.writer());
+        record_pool("sqlite_readers".into(), self.readers());
+        record_pool("sqlite_writer".into(), self.writer());
     }
 }
 
 impl DemoStore for PostgresStore {
     fn record_pool_metrics(&self) {
-        record_pool("postgres", self.pool());
+        record_pool("postgres".into(), self.pool());
+        for (pool, state) in self.replica_pools().iter().zip(self.replicas()) {
+            record_pool(format!("postgres_replica:{}", state.replica), pool);
+        }
     }
 }
 
-fn record_pool<DB: books_sqlx::sqlx::Database>(name: &'static str, pool: &Pool<DB>) {
+fn record_pool<DB: books_sqlx::sqlx::Database>(name: String, pool: &Pool<DB>) {
     let size = pool.size();
     let idle = u32::try_from(pool.num_idle()).unwrap_or(size);
     let max = pool.options().get_max_connections();
-    gauge!("books_db_pool_connections", "pool" => name, "state" => "idle").set(idle);
-    gauge!("books_db_pool_connections", "pool" => name, "state" => "in_use")
+    gauge!("books_db_pool_connections", "pool" => name.clone(), "state" => "idle").set(idle);
+    gauge!("books_db_pool_connections", "pool" => name.clone(), "state" => "in_use")
         .set(size.saturating_sub(idle));
     gauge!("books_db_pool_max_connections", "pool" => name).set(max);
 }
 
-/// Opens and migrates the store for `url`: `memory`, `sqlite:…` or `postgres://…`.
-/// `push` turns PostgreSQL's push mode on or off for the database
-/// ([`PostgresStore::set_push`]); on, this store also listens
-/// ([`PostgresStore::listening`]). The other stores have no push mode.
-pub async fn open_store(url: &str, push: Option<bool>) -> Result<Arc<dyn DemoStore>, Error> {
+/// The database settings of the server's [`Options`](crate::Options): which store, and
+/// for PostgreSQL how it is reached.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct StoreOptions {
+    /// `memory`, `sqlite:…` or `postgres://…`.
+    pub database_url: String,
+    /// PostgreSQL's push mode: `Some(true)` turns it on for the database
+    /// ([`PostgresStore::set_push`]) and listens ([`PostgresStore::listening`]),
+    /// `Some(false)` turns it off, `None` leaves the database alone.
+    pub push: Option<bool>,
+    /// The database URL is a transaction-mode pooler's
+    /// ([`PostgresStore::transaction_pooler`]).
+    pub transaction_pooler: bool,
+    /// A direct PostgreSQL URL for push mode's `LISTEN` ([`PostgresStore::notify_with`]).
+    pub notify_url: Option<String>,
+    /// Streaming replicas to read from ([`PostgresStore::with_replicas`]).
+    pub replica_urls: Vec<String>,
+    /// How long a read waits for a replica to catch up ([`PostgresStore::replica_wait`]).
+    pub replica_wait: std::time::Duration,
+}
+
+impl StoreOptions {
+    /// The store at `database_url`, with the defaults for everything else.
+    pub fn new(database_url: &str) -> Self {
+        Self {
+            database_url: database_url.to_owned(),
+            replica_wait: books_sqlx::DEFAULT_REPLICA_WAIT,
+            ..Self::default()
+        }
+    }
+}
+
+/// Opens and migrates the store `options` name. The PostgreSQL settings need a
+/// `postgres://` URL; push mode through a transaction pooler needs a direct URL for
+/// `LISTEN` (`notify_url`). Migrations go through the database URL, a pooler's
+/// included.
+pub async fn open_store(options: &StoreOptions) -> Result<Arc<dyn DemoStore>, Error> {
+    let url = options.database_url.as_str();
     let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
-    if push.is_some() && !postgres {
-        return Err(Error::PushNeedsPostgres);
+    if !postgres {
+        let flag = [
+            (options.push.is_some(), "--push"),
+            (options.transaction_pooler, "--transaction-pooler"),
+            (options.notify_url.is_some(), "--notify-url"),
+            (!options.replica_urls.is_empty(), "--replica-url"),
+        ]
+        .into_iter()
+        .find_map(|(set, flag)| set.then_some(flag));
+        if let Some(flag) = flag {
+            return Err(Error::PostgresOnly(flag));
+        }
     }
     if url == "memory" {
         return Ok(Arc::new(MemStore::new()));
@@ -59,16 +106,30 @@ pub async fn open_store(url: &str, push: Option<bool>) -> Result<Arc<dyn DemoSto
         store.migrate().await?;
         return Ok(Arc::new(store));
     }
-    if postgres {
-        let store = PostgresStore::connect_lazy(url)?;
-        store.migrate().await?;
-        if let Some(on) = push {
-            store.set_push(on).await?;
-        }
-        if push == Some(true) {
-            return Ok(Arc::new(store.listening()));
-        }
-        return Ok(Arc::new(store));
+    if !postgres {
+        return Err(Error::UnknownDatabase(url.to_owned()));
     }
-    Err(Error::UnknownDatabase(url.to_owned()))
+    if options.push == Some(true) && options.transaction_pooler && options.notify_url.is_none() {
+        return Err(Error::PushNeedsDirectConnection);
+    }
+    let replicas = options
+        .replica_urls
+        .iter()
+        .map(|url| PostgresStore::replica_pool(url))
+        .collect::<Result<_, _>>()?;
+    let mut store = PostgresStore::connect_lazy(url)?
+        .transaction_pooler(options.transaction_pooler)
+        .with_replicas(replicas)
+        .replica_wait(options.replica_wait);
+    if let Some(direct) = &options.notify_url {
+        store = store.notify_with(PostgresStore::options(direct)?);
+    }
+    store.migrate().await?;
+    if let Some(on) = options.push {
+        store.set_push(on).await?;
+    }
+    if options.push == Some(true) {
+        return Ok(Arc::new(store.listening()));
+    }
+    Ok(Arc::new(store))
 }

@@ -4,8 +4,8 @@
 //! the process itself matters (logs, exit codes, environment).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command as StdCommand, Stdio};
+use std::path::PathBuf;
+use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -123,7 +123,7 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_requests_by_route_template() {
     let _alone = IN_PROCESS.lock().await;
-    let store = books_api::open_store(&scratch_sqlite(), None)
+    let store = books_api::open_store(&books_api::StoreOptions::new(&scratch_sqlite()))
         .await
         .unwrap();
     let handle = books_api::install_metrics(store.clone()).expect("the only recorder");
@@ -231,115 +231,17 @@ async fn metrics_count_requests_by_route_template() {
     );
 }
 
-/// A PostgreSQL cluster of this test's own (initdb in a scratch directory), so stopping
-/// it disturbs no other test.
-struct PrivatePostgres {
-    dir: PathBuf,
-    port: u16,
-}
-
-impl PrivatePostgres {
-    fn tool(name: &str) -> PathBuf {
-        let bindir = StdCommand::new("pg_config").arg("--bindir").output();
-        let bindir = bindir.map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
-        Path::new(&bindir.unwrap_or_default()).join(name)
-    }
-
-    /// Runs a PostgreSQL tool, as the `postgres` user when we are root (PostgreSQL
-    /// refuses to run as root).
-    fn run(name: &str, args: &[&str]) -> bool {
-        let tool = Self::tool(name);
-        let root = StdCommand::new("id")
-            .arg("-u")
-            .output()
-            .is_ok_and(|o| o.stdout == b"0\n");
-        let mut command = if root {
-            let mut command = StdCommand::new("runuser");
-            command.args(["-u", "postgres", "--"]).arg(tool);
-            command
-        } else {
-            StdCommand::new(tool)
-        };
-        command
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    }
-
-    async fn start() -> Option<Self> {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .await
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let dir = std::env::temp_dir().join(format!("books-pg-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(&dir).ok()?;
-        let _ = StdCommand::new("chown")
-            .args(["postgres:postgres"])
-            .arg(&dir)
-            .status();
-        let data = dir.join("data");
-        let data = data.to_str()?;
-        let pg = Self { dir, port };
-        let initialised = Self::run("initdb", &["-D", data, "-A", "trust", "-U", "postgres"]);
-        (initialised && pg.up()).then_some(pg)
-    }
-
-    fn data(&self) -> String {
-        self.dir.join("data").display().to_string()
-    }
-
-    fn up(&self) -> bool {
-        let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1",
-            self.port,
-            self.dir.display()
-        );
-        Self::run(
-            "pg_ctl",
-            &["-D", &self.data(), "-o", &options, "-w", "-s", "start"],
-        )
-    }
-
-    fn down(&self) -> bool {
-        Self::run(
-            "pg_ctl",
-            &["-D", &self.data(), "-m", "fast", "-w", "-s", "stop"],
-        )
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-}
-
-impl Drop for PrivatePostgres {
-    fn drop(&mut self) {
-        Self::run(
-            "pg_ctl",
-            &["-D", &self.data(), "-m", "immediate", "-s", "stop"],
-        );
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// `/readyz` turns 503 when PostgreSQL stops and 200 when it is back; `/livez` stays
 /// 200 throughout; API reads get 503 with `Retry-After` meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_follows_postgres_down_and_up() {
-    let Some(pg) = PrivatePostgres::start().await else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true: a private PostgreSQL cluster (initdb, pg_ctl from pg_config --bindir) is required"
-        );
-        eprintln!(
-            "!!! SKIPPED readiness_follows_postgres_down_and_up: cannot run initdb/pg_ctl here"
-        );
+    let cluster = books_test_support::Cluster::start();
+    let test = "readiness_follows_postgres_down_and_up";
+    if !books_test_support::required(&cluster, test, "a private PostgreSQL cluster") {
         return;
-    };
+    }
+    let cluster = cluster.unwrap();
+    let pg = cluster.primary();
     let mut command = binary();
     command.args(["--listen", "127.0.0.1:0", "--database-url", &pg.url()]);
     command
@@ -415,7 +317,9 @@ async fn request_ids_reach_the_logs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn excess_requests_are_shed_at_once() {
     let _alone = IN_PROCESS.lock().await;
-    let store = books_api::open_store("memory", None).await.unwrap();
+    let store = books_api::open_store(&books_api::StoreOptions::new("memory"))
+        .await
+        .unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let limits = Limits {

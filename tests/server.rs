@@ -29,7 +29,7 @@ struct Running {
 
 impl Running {
     async fn start(database_url: &str, config: Config, limits: Limits) -> Running {
-        let store = books_api::open_store(database_url, None)
+        let store = books_api::open_store(&books_api::StoreOptions::new(database_url))
             .await
             .expect("store");
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -320,12 +320,14 @@ fn cli_flags_parse() {
 #[tokio::test]
 async fn unknown_database_url_is_refused() {
     assert!(matches!(
-        books_api::open_store("mysql://x", None).await,
+        books_api::open_store(&books_api::StoreOptions::new("mysql://x")).await,
         Err(books_api::Error::UnknownDatabase(_))
     ));
+    let mut push = books_api::StoreOptions::new("memory");
+    push.push = Some(true);
     assert!(matches!(
-        books_api::open_store("memory", Some(true)).await,
-        Err(books_api::Error::PushNeedsPostgres)
+        books_api::open_store(&push).await,
+        Err(books_api::Error::PostgresOnly("--push"))
     ));
 }
 
