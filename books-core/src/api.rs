@@ -1,6 +1,7 @@
 //! [`BooksApi`]: the entry point a binding hands requests to.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use bytes::Bytes;
 use chrono::Datelike;
@@ -12,7 +13,8 @@ use tracing::Instrument;
 
 use crate::body;
 use crate::cache::{Cache, Key};
-use crate::conditional;
+use crate::conditional::{self, IfMatch};
+use crate::idempotency::{self, InFlight};
 use crate::config::Config;
 use crate::metrics::{RequestTimer, store_call};
 use crate::negotiate::{Format, negotiate};
@@ -22,7 +24,9 @@ use crate::query::{self, Includes};
 use crate::render::{self, BookView, Deleted, PageView, Ping};
 use crate::request_id::{REQUEST_ID, RequestId};
 use crate::route::{Endpoint, Routed, UNMATCHED, route};
-use crate::store::{BookRecord, BookStore, StoreError};
+use crate::store::{
+    BookInput, BookRecord, BookStore, Guarded, IdempotencyKey, KeyedCreate, StoreError,
+};
 use crate::validate::validate;
 
 /// The books API over one store and one configuration. Cloning is cheap.
@@ -39,6 +43,10 @@ struct Inner {
     openapi: Option<Bytes>,
     /// Rendered answers, when the configuration caches.
     cache: Option<Cache>,
+    /// Idempotency keys whose creates this process is answering.
+    in_flight: InFlight,
+    /// When expired idempotency keys were last forgotten (seconds since the epoch).
+    forgotten_at: AtomicI64,
 }
 
 type Handled = Result<Response<Bytes>, Problem>;
@@ -59,6 +67,8 @@ impl BooksApi {
                 config,
                 openapi,
                 cache,
+                in_flight: InFlight::default(),
+                forgotten_at: AtomicI64::new(0),
             }),
         }
     }
@@ -219,18 +229,48 @@ impl BooksApi {
             }
             Endpoint::Delete(id) => {
                 let id = id.ok_or_else(Problem::book_not_found)?;
-                if !store_call("delete", self.inner.store.delete(id)).await? {
-                    return Err(Problem::book_not_found());
-                }
-                self.wrote();
-                Ok(render::success(
-                    StatusCode::OK,
-                    format,
-                    "deleted",
-                    &Deleted { id },
-                ))
+                Box::pin(self.delete(id, parts, format)).await
             }
         }
+    }
+
+    /// A delete, conditional on `If-Match` when the request has one.
+    async fn delete(&self, id: i64, parts: &http::request::Parts, format: Format) -> Handled {
+        let store = &*self.inner.store;
+        let deleted = match IfMatch::from_headers(&parts.headers) {
+            Some(if_match) => {
+                // The tag a GET with this request's `Accept` and `include` would carry;
+                // an `include` that is not valid counts as none (DELETE ignores it).
+                let includes = query::includes(parts.uri.query()).unwrap_or_default();
+                let precondition = current_tag_in(&if_match, includes, format);
+                match store_call("delete", store.delete_if(id, &precondition)).await? {
+                    Guarded::Done(deleted) => deleted,
+                    Guarded::Refused(book) => {
+                        let current = render_book(&book, includes, format);
+                        return Err(Problem::precondition_failed(etag_of(&current)));
+                    }
+                }
+            }
+            None => {
+                if self.inner.config.require_if_match() {
+                    return match store_call("get", store.get(id)).await? {
+                        Some(_) => Err(Problem::precondition_required()),
+                        None => Err(Problem::book_not_found()),
+                    };
+                }
+                store_call("delete", store.delete(id)).await?
+            }
+        };
+        if !deleted {
+            return Err(Problem::book_not_found());
+        }
+        self.wrote();
+        Ok(render::success(
+            StatusCode::OK,
+            format,
+            "deleted",
+            &Deleted { id },
+        ))
     }
 
     /// Create and update: read and decode the body, validate, write (which returns the
@@ -248,37 +288,181 @@ impl BooksApi {
     {
         let query = parts.uri.query();
         let includes = query::includes(query)?;
+        let key = match endpoint {
+            Endpoint::Create => {
+                idempotency::key(&parts.headers).map_err(|()| Problem::bad_idempotency_key())?
+            }
+            _ => None,
+        };
         let limit = self.inner.config.body_limit();
         let bytes = body::read(&parts.headers, body, limit).await?;
+        let fingerprint = key.as_ref().map(|_| {
+            let route = self.relative(parts.uri.path()).unwrap_or_default();
+            idempotency::fingerprint(route, parts.headers.get(CONTENT_TYPE), &bytes)
+        });
         let fields = body::decode(&parts.headers, bytes).await?;
         let now = self.inner.config.now();
         let store = &*self.inner.store;
+        if let (Some(key), Some(fingerprint)) = (key, fingerprint) {
+            let Some(_held) = self.inner.in_flight.hold(&key) else {
+                crate::metrics::idempotency("conflict");
+                return Err(Problem::idempotency_key_in_progress());
+            };
+            if let Some(replay) = self.replay(&key, &fingerprint, now).await? {
+                return Ok(replay);
+            }
+            let input = validate(fields, store, now.year()).await?;
+            return self
+                .create_keyed(input, key, fingerprint, includes, format)
+                .await;
+        }
         let input = validate(fields, store, now.year()).await?;
         // The write checks the author (one round trip, not two).
         if let Endpoint::Update(id) = endpoint {
-            let updated = match id {
-                Some(id) => store_call("update", store.update(id, &input, now)).await?,
-                None => None,
-            };
-            if let Some(book) = updated {
-                self.wrote();
-                return Ok(render_book(&book, includes, format));
-            }
-            // PUT validates before it looks for the book: a missing author is a 422.
-            if !store_call("author_exists", store.author_exists(input.author_id)).await? {
-                return Err(Problem::author_invalid());
-            }
-            return Err(Problem::book_not_found());
+            return self.update(id, &input, parts, includes, format).await;
         }
         let book = store_call("create", store.create(&input, now)).await?;
         self.wrote();
-        let id = book.id;
-        let mut response = render_book(&book, includes, format);
+        Ok(self.created(&book, includes, format))
+    }
+
+    /// A PUT of a valid book: conditional on `If-Match` when the request has one.
+    async fn update(
+        &self,
+        id: Option<i64>,
+        input: &BookInput,
+        parts: &http::request::Parts,
+        includes: Includes,
+        format: Format,
+    ) -> Handled {
+        let store = &*self.inner.store;
+        let now = self.inner.config.now();
+        let updated = match (id, IfMatch::from_headers(&parts.headers)) {
+            (None, _) => None,
+            (Some(id), Some(if_match)) => {
+                let precondition = current_tag_in(&if_match, includes, format);
+                let updated = store.update_if(id, input, now, &precondition);
+                match store_call("update", updated).await? {
+                    Guarded::Done(updated) => updated,
+                    Guarded::Refused(book) => {
+                        let current = render_book(&book, includes, format);
+                        return Err(Problem::precondition_failed(etag_of(&current)));
+                    }
+                }
+            }
+            (Some(id), None) if self.inner.config.require_if_match() => {
+                match store_call("get", store.get(id)).await? {
+                    Some(_) => return Err(Problem::precondition_required()),
+                    None => None,
+                }
+            }
+            (Some(id), None) => store_call("update", store.update(id, input, now)).await?,
+        };
+        if let Some(book) = updated {
+            self.wrote();
+            return Ok(render_book(&book, includes, format));
+        }
+        // PUT validates before it looks for the book: a missing author is a 422.
+        if !store_call("author_exists", store.author_exists(input.author_id)).await? {
+            return Err(Problem::author_invalid());
+        }
+        Err(Problem::book_not_found())
+    }
+
+    /// The answer kept for `key`, replayed, if the request that used it first is this
+    /// one (422 if it is another).
+    async fn replay(
+        &self,
+        key: &str,
+        fingerprint: &[u8],
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Option<Response<Bytes>>, Problem> {
+        let record = store_call(
+            "idempotency_record",
+            self.inner.store.idempotency_record(key, now),
+        )
+        .await?;
+        let Some(record) = record else {
+            return Ok(None);
+        };
+        if record.fingerprint != fingerprint {
+            crate::metrics::idempotency("mismatch");
+            return Err(Problem::idempotency_key_reused());
+        }
+        crate::metrics::idempotency("replayed");
+        Ok(Some(idempotency::answer(&record.answer, true)))
+    }
+
+    /// A create with an idempotency key: the book and the key's record in one store
+    /// transaction. If another process committed the key first, its answer is replayed.
+    async fn create_keyed(
+        &self,
+        input: BookInput,
+        key: String,
+        fingerprint: Vec<u8>,
+        includes: Includes,
+        format: Format,
+    ) -> Handled {
+        let now = self.inner.config.now();
+        let ttl = chrono::TimeDelta::from_std(self.inner.config.idempotency_ttl())
+            .unwrap_or(chrono::TimeDelta::MAX);
+        let api = self.clone();
+        let keyed = IdempotencyKey {
+            key: key.clone(),
+            fingerprint: fingerprint.clone(),
+            expires_at: now.checked_add_signed(ttl).unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC),
+            answer: Arc::new(move |book: &BookRecord| {
+                idempotency::keep(&api.created(book, includes, format))
+            }),
+        };
+        let store = &*self.inner.store;
+        match store_call("create", store.create_keyed(&input, now, &keyed)).await? {
+            KeyedCreate::Created(book) => {
+                self.wrote();
+                crate::metrics::idempotency("stored");
+                self.forget_expired_keys(now).await;
+                Ok(idempotency::answer(
+                    &(keyed.answer)(&book),
+                    false,
+                ))
+            }
+            KeyedCreate::Taken => match self.replay(&key, &fingerprint, now).await? {
+                Some(replay) => Ok(replay),
+                // Taken, then expired before it could be read: the client may retry.
+                None => Err(Problem::idempotency_key_in_progress()),
+            },
+        }
+    }
+
+    /// Forgets a small batch of expired idempotency keys, at most once a minute per
+    /// process (after a keyed create), so the store needs no scheduled job.
+    async fn forget_expired_keys(&self, now: chrono::DateTime<chrono::Utc>) {
+        let last = self.inner.forgotten_at.load(Ordering::Relaxed);
+        let due = now.timestamp() - last >= 60;
+        if !due
+            || self
+                .inner
+                .forgotten_at
+                .compare_exchange(last, now.timestamp(), Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let forgotten = self.inner.store.forget_expired_keys(now, FORGET_BATCH);
+        if let Err(error) = store_call("forget_expired_keys", forgotten).await {
+            tracing::warn!(error = %ErrorChain(&error), "forgetting expired idempotency keys failed");
+        }
+    }
+
+    /// The 201 for a created book: the book, its `ETag` and `Location`.
+    fn created(&self, book: &BookRecord, includes: Includes, format: Format) -> Response<Bytes> {
+        let mut response = render_book(book, includes, format);
         *response.status_mut() = StatusCode::CREATED;
-        let location = format!("{}/books/{id}", self.mount_url());
-        let location = HeaderValue::try_from(location).map_err(|_| Problem::internal())?;
-        response.headers_mut().insert(LOCATION, location);
-        Ok(response)
+        let location = format!("{}/books/{}", self.mount_url(), book.id);
+        if let Ok(location) = HeaderValue::try_from(location) {
+            response.headers_mut().insert(LOCATION, location);
+        }
+        response
     }
 
     /// Checks the bearer token writes need, if one is configured (constant time).
@@ -447,6 +631,24 @@ impl BooksApi {
             self.inner.config.prefix()
         )
     }
+}
+
+/// Expired idempotency keys forgotten at a time.
+const FORGET_BATCH: u32 = 100;
+
+/// The precondition "`if_match` names the `ETag` a GET with `includes` in `format` would
+/// carry for the book as it is".
+fn current_tag_in(
+    if_match: &IfMatch,
+    includes: Includes,
+    format: Format,
+) -> impl Fn(&BookRecord) -> bool + Send + Sync + '_ {
+    move |book| if_match.matches(etag_of(&render_book(book, includes, format)).as_ref())
+}
+
+/// An answer's `ETag`.
+fn etag_of(response: &Response<Bytes>) -> Option<HeaderValue> {
+    response.headers().get(ETAG).cloned()
 }
 
 /// An answer and the store version its data was read at, if the store says.

@@ -376,6 +376,44 @@ mod tests {
         async fn author_exists(&self, _: i64) -> Result<bool, StoreError> {
             unreachable!("only versions are asked")
         }
+        async fn update_if(
+            &self,
+            _: i64,
+            _: &crate::BookInput,
+            _: chrono::DateTime<chrono::Utc>,
+            _: crate::Precondition<'_>,
+        ) -> Result<crate::Guarded<Option<crate::BookRecord>>, StoreError> {
+            unreachable!("only versions are asked")
+        }
+        async fn delete_if(
+            &self,
+            _: i64,
+            _: crate::Precondition<'_>,
+        ) -> Result<crate::Guarded<bool>, StoreError> {
+            unreachable!("only versions are asked")
+        }
+        async fn create_keyed(
+            &self,
+            _: &crate::BookInput,
+            _: chrono::DateTime<chrono::Utc>,
+            _: &crate::IdempotencyKey,
+        ) -> Result<crate::KeyedCreate, StoreError> {
+            unreachable!("only versions are asked")
+        }
+        async fn idempotency_record(
+            &self,
+            _: &str,
+            _: chrono::DateTime<chrono::Utc>,
+        ) -> Result<Option<crate::IdempotencyRecord>, StoreError> {
+            unreachable!("only versions are asked")
+        }
+        async fn forget_expired_keys(
+            &self,
+            _: chrono::DateTime<chrono::Utc>,
+            _: u32,
+        ) -> Result<u64, StoreError> {
+            unreachable!("only versions are asked")
+        }
     }
 
     /// Requests that ask before a check is sent share it; one that asks after it was sent

@@ -1,8 +1,8 @@
-//! Conditional reads (RFC 9110 §8.8.3, §13.1.2, §15.4.5): a strong `ETag` on book and
-//! page answers, and `If-None-Match` answered with 304 Not Modified.
+//! Conditional requests (RFC 9110 §8.8.3, §13.1): a strong `ETag` on book and page
+//! answers, `If-None-Match` answered with 304 Not Modified, and `If-Match` for writes.
 
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, ETAG, HeaderValue, IF_NONE_MATCH};
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, ETAG, HeaderValue, IF_MATCH, IF_NONE_MATCH};
 use http::{HeaderMap, Response, StatusCode};
 use xxhash_rust::xxh3::Xxh3;
 
@@ -77,6 +77,67 @@ pub(crate) fn none_match_fails(request: &HeaderMap, tag: &[u8]) -> bool {
     })
 }
 
+/// A write's `If-Match` (§13.1.1): `*`, or the entity-tags it lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum IfMatch {
+    /// Any current representation.
+    Any,
+    /// These tags, each with its quotes (`"…"`); a weak one (`W/"…"`) is kept as such
+    /// and never matches.
+    Tags(Vec<Vec<u8>>),
+}
+
+impl IfMatch {
+    /// The request's `If-Match`, every field line of it; `None` when it has none. A
+    /// malformed list keeps the tags before the first malformed element (so it matches
+    /// less, never more).
+    pub(crate) fn from_headers(request: &HeaderMap) -> Option<Self> {
+        let mut lines = request.get_all(IF_MATCH).iter().peekable();
+        lines.peek()?;
+        let mut tags = Vec::new();
+        for value in lines {
+            let mut rest = value.as_bytes();
+            loop {
+                rest = rest.trim_ascii_start();
+                while let [b',', tail @ ..] = rest {
+                    rest = tail.trim_ascii_start();
+                }
+                if rest.is_empty() {
+                    break;
+                }
+                if let [b'*', tail @ ..] = rest {
+                    if tail.trim_ascii_start().is_empty() {
+                        return Some(Self::Any);
+                    }
+                    break;
+                }
+                let weak = rest.starts_with(b"W/");
+                let Some((tag, tail)) = entity_tag(rest) else {
+                    break;
+                };
+                tags.push(if weak {
+                    [b"W/", tag].concat()
+                } else {
+                    tag.to_vec()
+                });
+                rest = tail;
+            }
+        }
+        Some(Self::Tags(tags))
+    }
+
+    /// Whether `current` (a strong tag this module made, or none) is matched: strong
+    /// comparison, so a weak listed tag never matches.
+    pub(crate) fn matches(&self, current: Option<&HeaderValue>) -> bool {
+        match self {
+            Self::Any => true,
+            Self::Tags(tags) => current.is_some_and(|current| {
+                tags.iter().any(|tag| tag.as_slice() == current.as_bytes())
+            }),
+        }
+    }
+}
+
 /// The first entity-tag of `input` (`W/"…"` or `"…"`): its opaque part with quotes, and
 /// what follows it.
 fn entity_tag(input: &[u8]) -> Option<(&[u8], &[u8])> {
@@ -134,6 +195,33 @@ mod tests {
         assert!(!matches(&["\"a\" \"00ff\""], tag), "no comma between tags");
         assert!(!matches(&["*, \"00ff\""], tag), "* stands alone");
         assert!(!matches(&["garbage, \"00ff\""], tag));
+    }
+
+    fn if_match(header: &[&str]) -> Option<IfMatch> {
+        let mut headers = HeaderMap::new();
+        for value in header {
+            headers.append(IF_MATCH, HeaderValue::from_str(value).unwrap());
+        }
+        IfMatch::from_headers(&headers)
+    }
+
+    #[test]
+    fn if_match_compares_strongly() {
+        let tag = HeaderValue::from_static("\"00ff\"");
+        let current = Some(&tag);
+        let yes = |h: &[&str]| if_match(h).unwrap().matches(current);
+        assert!(yes(&["\"00ff\""]));
+        assert!(yes(&["\"a\", \"00ff\""]));
+        assert!(yes(&["\"a\"", " \"00ff\" "]), "several field lines");
+        assert!(yes(&["*"]));
+        assert!(!yes(&["W/\"00ff\""]), "a weak tag never matches");
+        assert!(!yes(&["\"00FF\""]));
+        assert!(!yes(&["00ff"]), "unquoted");
+        assert!(!yes(&["garbage, \"00ff\""]), "nothing after a malformed element");
+        assert!(!yes(&["*, \"00ff\""]), "* stands alone");
+        assert!(!yes(&[""]), "present but empty: matches nothing");
+        assert!(if_match(&[]).is_none(), "absent");
+        assert!(!if_match(&["\"00ff\""]).unwrap().matches(None), "no current tag");
     }
 
     #[test]

@@ -4,6 +4,7 @@ use std::fmt::Debug;
 use std::num::NonZeroU32;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::cache::CacheLimits;
 use chrono::{DateTime, SubsecRound, Utc};
@@ -108,13 +109,16 @@ pub struct Config {
     write_token: Option<Arc<str>>,
     openapi: bool,
     cache: Option<CacheLimits>,
+    require_if_match: bool,
+    idempotency_ttl: Duration,
     clock: Arc<dyn Clock>,
 }
 
 impl Default for Config {
     /// Prefix `/api`, base URL `http://localhost:8080`, 20 books a page, both route
     /// schemes, basic ping, a 64 KiB body limit, the OpenAPI document served, the cache
-    /// of rendered answers on with its default limits, and the system clock.
+    /// of rendered answers on with its default limits, `If-Match` optional, idempotency
+    /// keys kept 24 hours, and the system clock.
     fn default() -> Self {
         Self {
             prefix: "/api".into(),
@@ -126,6 +130,8 @@ impl Default for Config {
             write_token: None,
             openapi: true,
             cache: Some(CacheLimits::default()),
+            require_if_match: false,
+            idempotency_ttl: Duration::from_secs(24 * 60 * 60),
             clock: Arc::new(SystemClock),
         }
     }
@@ -198,6 +204,20 @@ impl Config {
         self
     }
 
+    /// Whether `PUT` and `DELETE` of a book need `If-Match` (428 without it). Off by
+    /// default.
+    pub fn with_require_if_match(mut self, required: bool) -> Self {
+        self.require_if_match = required;
+        self
+    }
+
+    /// How long an idempotency key's record is kept after its create (24 hours by
+    /// default); after that the key may be used afresh.
+    pub fn with_idempotency_ttl(mut self, ttl: Duration) -> Self {
+        self.idempotency_ttl = ttl;
+        self
+    }
+
     /// Replaces the clock (tests pin the date with [`ManualClock`]).
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
@@ -247,6 +267,16 @@ impl Config {
     /// The cache's limits, `None` when it is off.
     pub fn cache(&self) -> Option<CacheLimits> {
         self.cache
+    }
+
+    /// Whether `PUT` and `DELETE` need `If-Match`.
+    pub fn require_if_match(&self) -> bool {
+        self.require_if_match
+    }
+
+    /// How long idempotency keys are kept.
+    pub fn idempotency_ttl(&self) -> Duration {
+        self.idempotency_ttl
     }
 
     /// The current time from the configured clock, to whole seconds.

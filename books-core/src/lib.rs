@@ -22,6 +22,11 @@
 //! #   async fn update(&self, _: i64, _: &books_core::BookInput, _: chrono::DateTime<chrono::Utc>) -> Result<Option<books_core::BookRecord>, books_core::StoreError> { Ok(None) }
 //! #   async fn delete(&self, _: i64) -> Result<bool, books_core::StoreError> { Ok(false) }
 //! #   async fn author_exists(&self, _: i64) -> Result<bool, books_core::StoreError> { Ok(false) }
+//! #   async fn update_if(&self, _: i64, _: &books_core::BookInput, _: chrono::DateTime<chrono::Utc>, _: books_core::Precondition<'_>) -> Result<books_core::Guarded<Option<books_core::BookRecord>>, books_core::StoreError> { Ok(books_core::Guarded::Done(None)) }
+//! #   async fn delete_if(&self, _: i64, _: books_core::Precondition<'_>) -> Result<books_core::Guarded<bool>, books_core::StoreError> { Ok(books_core::Guarded::Done(false)) }
+//! #   async fn create_keyed(&self, _: &books_core::BookInput, _: chrono::DateTime<chrono::Utc>, _: &books_core::IdempotencyKey) -> Result<books_core::KeyedCreate, books_core::StoreError> { Err(books_core::StoreError::AuthorNotFound(0)) }
+//! #   async fn idempotency_record(&self, _: &str, _: chrono::DateTime<chrono::Utc>) -> Result<Option<books_core::IdempotencyRecord>, books_core::StoreError> { Ok(None) }
+//! #   async fn forget_expired_keys(&self, _: chrono::DateTime<chrono::Utc>, _: u32) -> Result<u64, books_core::StoreError> { Ok(0) }
 //! # }
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! let api = BooksApi::new(NoStore, Config::default().with_extended_ping(false));
@@ -40,6 +45,7 @@ mod conditional;
 mod config;
 pub mod demo;
 mod form;
+mod idempotency;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -66,7 +72,10 @@ pub use cache::CacheLimits;
 pub use config::{Clock, Config, ManualClock, RouteScheme, SystemClock};
 pub use request_id::{REQUEST_ID, RequestId};
 pub use service::{ApiFuture, Mount, MountBody, MountLayer};
-pub use store::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError};
+pub use store::{
+    Answer, AuthorStore, BookInput, BookPage, BookRecord, BookStore, Guarded, IdempotencyKey,
+    IdempotencyRecord, KeyedCreate, Precondition, StoreError, StoredAnswer,
+};
 
 /// The version reported by the extended ping.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

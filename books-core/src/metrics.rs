@@ -9,6 +9,7 @@
 //! | [`STORE_DURATION`] | histogram (seconds) | `operation`, `outcome` |
 //! | [`REJECTIONS`] | counter | `reason` |
 //! | [`CACHE`] | counter | `outcome` (`hit`, `miss`) |
+//! | [`IDEMPOTENCY`] | counter | `outcome` (`stored`, `replayed`, `conflict`, `mismatch`) |
 //!
 //! `route` is the route template relative to the prefix (`/books/{id}`, never the raw
 //! path), or `unmatched`; `method` is one the API knows or `other`. Every label therefore
@@ -120,6 +121,16 @@ fn in_flight(up: bool) {
 /// Counts a request refused for `reason` (`body_limit`, `timeout`, `overload` …).
 pub fn rejected(reason: &'static str) {
     counter!(REJECTIONS, "reason" => reason).increment(1);
+}
+
+/// Creates with an `Idempotency-Key` (counter): `outcome` is `stored` (a new key kept
+/// with its book), `replayed` (a kept answer sent again), `conflict` (409: in progress)
+/// or `mismatch` (422: the key was used by another request).
+pub const IDEMPOTENCY: &str = "books_idempotency_keys_total";
+
+/// Counts a keyed create's outcome.
+pub(crate) fn idempotency(outcome: &'static str) {
+    counter!(IDEMPOTENCY, "outcome" => outcome).increment(1);
 }
 
 /// Counts a cache lookup.

@@ -138,6 +138,46 @@ impl Problem {
         }
     }
 
+    /// 412: `If-Match` names none of the book's current tags; `etag` is the current one.
+    pub(crate) fn precondition_failed(etag: Option<HeaderValue>) -> Self {
+        let problem = Self::new(StatusCode::PRECONDITION_FAILED, "Precondition failed");
+        match etag {
+            Some(etag) => problem.with_header(http::header::ETAG, etag),
+            None => problem,
+        }
+    }
+
+    /// 428: writes must carry `If-Match` here.
+    pub(crate) fn precondition_required() -> Self {
+        Self::new(StatusCode::PRECONDITION_REQUIRED, "Precondition required")
+    }
+
+    /// 400: an `Idempotency-Key` that is not 1 to 255 visible ASCII characters.
+    pub(crate) fn bad_idempotency_key() -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "Invalid Idempotency-Key header: 1 to 255 visible ASCII characters, \
+             as a token or a quoted string.",
+        )
+    }
+
+    /// 422: the key was used by a different request.
+    pub(crate) fn idempotency_key_reused() -> Self {
+        Self::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Idempotency key reused with a different request",
+        )
+    }
+
+    /// 409: the request that used the key first is still being processed.
+    pub(crate) fn idempotency_key_in_progress() -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            "Request with this idempotency key is in progress",
+        )
+        .with_header(RETRY_AFTER, HeaderValue::from_static("1"))
+    }
+
     pub(crate) fn invalid(errors: FieldErrors) -> Self {
         Self {
             errors: Some(errors),

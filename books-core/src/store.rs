@@ -51,6 +51,81 @@ pub struct BookPage {
     pub version: Option<u64>,
 }
 
+/// What a conditional write ([`BookStore::update_if`], [`BookStore::delete_if`])
+/// requires of the book as it is when the write applies: `true` lets the write go on.
+/// The API's is "one of `If-Match`'s tags is the book's current `ETag`".
+pub type Precondition<'a> = &'a (dyn Fn(&BookRecord) -> bool + Send + Sync);
+
+/// The outcome of a conditional write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Guarded<T> {
+    /// The write's own outcome: done, or no such book (the precondition was not asked).
+    Done(T),
+    /// The book exists and the precondition refused it: nothing changed. The book as it
+    /// was when refused (its `ETag` goes into the 412).
+    Refused(BookRecord),
+}
+
+/// An answer kept for an idempotency key, replayed byte for byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredAnswer {
+    /// The status (201).
+    pub status: u16,
+    /// `Content-Type`, in the format first answered.
+    pub content_type: String,
+    /// `Location`.
+    pub location: String,
+    /// `ETag`.
+    pub etag: String,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// What a store keeps for an idempotency key: the request's fingerprint and the answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyRecord {
+    /// The fingerprint of the request that used the key first.
+    pub fingerprint: Vec<u8>,
+    /// The answer it got.
+    pub answer: StoredAnswer,
+}
+
+/// Renders the answer to keep for the book a keyed create wrote; the store calls it
+/// inside the write's transaction.
+pub type Answer = std::sync::Arc<dyn Fn(&BookRecord) -> StoredAnswer + Send + Sync>;
+
+/// A create's idempotency key and what to keep with it (in the book's transaction).
+#[derive(Clone)]
+pub struct IdempotencyKey {
+    /// The key (1 to 255 visible ASCII characters), global to the store.
+    pub key: String,
+    /// The request's fingerprint.
+    pub fingerprint: Vec<u8>,
+    /// When the record may be forgotten.
+    pub expires_at: DateTime<Utc>,
+    /// The answer to keep, rendered from the written book.
+    pub answer: Answer,
+}
+
+impl std::fmt::Debug for IdempotencyKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdempotencyKey")
+            .field("key", &self.key)
+            .field("expires_at", &self.expires_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The outcome of a keyed create ([`BookStore::create_keyed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyedCreate {
+    /// The book, written with the key's record.
+    Created(BookRecord),
+    /// A record for the key was committed first (another request, another process):
+    /// nothing was written. Read it with [`BookStore::idempotency_record`].
+    Taken,
+}
+
 /// Why a store call failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -122,6 +197,50 @@ pub trait BookStore: Debug + Send + Sync + 'static {
 
     /// Deletes the book; returns `false` if no book has this id.
     async fn delete(&self, id: i64) -> Result<bool, StoreError>;
+
+    /// [`update`](Self::update), if `precondition` holds for the book as it is when the
+    /// write applies: the check and the write are one atomic step (a row lock in the
+    /// write's transaction, or the like), so of concurrent conditional writes that expect
+    /// the same book exactly one goes on, whatever other processes or a host's SQL write
+    /// meanwhile (the author's name included: it shows in the book's answers).
+    /// `Done(None)`: no book has this id.
+    async fn update_if(
+        &self,
+        id: i64,
+        book: &BookInput,
+        now: DateTime<Utc>,
+        precondition: Precondition<'_>,
+    ) -> Result<Guarded<Option<BookRecord>>, StoreError>;
+
+    /// [`delete`](Self::delete), if `precondition` holds, atomically as
+    /// [`update_if`](Self::update_if). `Done(false)`: no book has this id.
+    async fn delete_if(
+        &self,
+        id: i64,
+        precondition: Precondition<'_>,
+    ) -> Result<Guarded<bool>, StoreError>;
+
+    /// [`create`](Self::create), and `key`'s record (its fingerprint and the answer
+    /// `key.answer` renders from the written book) in the same transaction: both are
+    /// stored or neither. [`KeyedCreate::Taken`] when an unexpired record for the key
+    /// was committed first (a record that expired is replaced); a concurrent write of
+    /// the same key waits for the first to commit or roll back.
+    async fn create_keyed(
+        &self,
+        book: &BookInput,
+        now: DateTime<Utc>,
+        key: &IdempotencyKey,
+    ) -> Result<KeyedCreate, StoreError>;
+
+    /// The record kept for `key`, unless it expired at or before `now`.
+    async fn idempotency_record(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotencyRecord>, StoreError>;
+
+    /// Forgets at most `limit` records that expired at or before `now`; how many.
+    async fn forget_expired_keys(&self, now: DateTime<Utc>, limit: u32) -> Result<u64, StoreError>;
 
     /// Whether an author with this id exists (one indexed lookup).
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError>;

@@ -1,7 +1,10 @@
 //! Store failures map to 503 (with `Retry-After`) or 500, and never leak the store's message.
 
 use async_trait::async_trait;
-use books_core::{BookInput, BookPage, BookRecord, BookStore, BooksApi, Config, StoreError};
+use books_core::{
+    BookInput, BookPage, BookRecord, BookStore, BooksApi, Config, Guarded, IdempotencyKey,
+    IdempotencyRecord, KeyedCreate, Precondition, StoreError,
+};
 use chrono::{DateTime, Utc};
 use http::Request;
 
@@ -47,6 +50,36 @@ impl BookStore for Failing {
     async fn author_exists(&self, _: i64) -> Result<bool, StoreError> {
         Err(self.error())
     }
+    async fn update_if(
+        &self,
+        _: i64,
+        _: &BookInput,
+        _: DateTime<Utc>,
+        _: Precondition<'_>,
+    ) -> Result<Guarded<Option<BookRecord>>, StoreError> {
+        Err(self.error())
+    }
+    async fn delete_if(&self, _: i64, _: Precondition<'_>) -> Result<Guarded<bool>, StoreError> {
+        Err(self.error())
+    }
+    async fn create_keyed(
+        &self,
+        _: &BookInput,
+        _: DateTime<Utc>,
+        _: &IdempotencyKey,
+    ) -> Result<KeyedCreate, StoreError> {
+        Err(self.error())
+    }
+    async fn idempotency_record(
+        &self,
+        _: &str,
+        _: DateTime<Utc>,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        Err(self.error())
+    }
+    async fn forget_expired_keys(&self, _: DateTime<Utc>, _: u32) -> Result<u64, StoreError> {
+        Err(self.error())
+    }
 }
 
 async fn answers(unavailable: bool) -> Vec<(u16, Option<String>, String)> {
@@ -60,6 +93,15 @@ async fn answers(unavailable: bool) -> Vec<(u16, Option<String>, String)> {
         Request::get("/api/books/1")
             .header("accept", "application/xml")
             .body(String::new()),
+        Request::put("/api/books/1")
+            .header("if-match", "\"abc\"")
+            .body("title=T&author_id=1&year=2020".to_owned()),
+        Request::delete("/api/books/1")
+            .header("if-match", "*")
+            .body(String::new()),
+        Request::post("/api/books")
+            .header("idempotency-key", "k1")
+            .body("title=T&author_id=1&year=2020".to_owned()),
     ];
     let mut out = Vec::new();
     for request in requests {

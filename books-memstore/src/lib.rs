@@ -15,7 +15,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
-use books_core::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError};
+use books_core::{
+    AuthorStore, BookInput, BookPage, BookRecord, BookStore, Guarded, IdempotencyKey,
+    IdempotencyRecord, KeyedCreate, Precondition, StoreError,
+};
 use chrono::{DateTime, Utc};
 
 /// A concurrent-safe in-memory store; clones share the same data.
@@ -32,6 +35,8 @@ struct State {
     last_author_id: i64,
     /// Bumped by every write.
     version: u64,
+    /// Idempotency keys' records and when each expires.
+    keys: HashMap<String, (IdempotencyRecord, DateTime<Utc>)>,
 }
 
 #[derive(Debug, Clone)]
@@ -59,6 +64,54 @@ impl State {
     }
 }
 
+impl State {
+    fn create(&mut self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
+        if !self.authors.contains_key(&book.author_id) {
+            return Err(StoreError::AuthorNotFound(book.author_id));
+        }
+        self.version += 1;
+        self.last_book_id += 1;
+        let id = self.last_book_id;
+        let stored = Stored {
+            title: book.title.clone(),
+            year: book.year,
+            author_id: Some(book.author_id),
+            created_at: now,
+            updated_at: now,
+        };
+        let record = self.record(id, &stored);
+        self.books.insert(id, stored);
+        Ok(record)
+    }
+
+    fn update(
+        &mut self,
+        id: i64,
+        book: &BookInput,
+        now: DateTime<Utc>,
+    ) -> Result<Option<BookRecord>, StoreError> {
+        if !self.books.contains_key(&id) {
+            return Ok(None);
+        }
+        if !self.authors.contains_key(&book.author_id) {
+            return Err(StoreError::AuthorNotFound(book.author_id));
+        }
+        self.version += 1;
+        let stored = self.books.get_mut(&id).expect("checked above");
+        stored.title.clone_from(&book.title);
+        stored.year = book.year;
+        stored.author_id = Some(book.author_id);
+        stored.updated_at = now;
+        Ok(self.books.get(&id).map(|book| self.record(id, book)))
+    }
+
+    /// Whether the book exists and `precondition` refuses it: the book, if so.
+    fn refused(&self, id: i64, precondition: Precondition<'_>) -> Option<BookRecord> {
+        let book = self.books.get(&id).map(|book| self.record(id, book))?;
+        (!precondition(&book)).then_some(book)
+    }
+}
+
 impl MemStore {
     /// An empty store.
     pub fn new() -> Self {
@@ -71,9 +124,14 @@ impl MemStore {
 
     /// The state for a write, which bumps the version.
     fn write(&self) -> RwLockWriteGuard<'_, State> {
-        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.lock();
         state.version += 1;
         state
+    }
+
+    /// The state for a write that bumps the version itself, if it writes.
+    fn lock(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -110,22 +168,7 @@ impl BookStore for MemStore {
     }
 
     async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
-        let mut state = self.write();
-        if !state.authors.contains_key(&book.author_id) {
-            return Err(StoreError::AuthorNotFound(book.author_id));
-        }
-        state.last_book_id += 1;
-        let id = state.last_book_id;
-        let stored = Stored {
-            title: book.title.clone(),
-            year: book.year,
-            author_id: Some(book.author_id),
-            created_at: now,
-            updated_at: now,
-        };
-        let record = state.record(id, &stored);
-        state.books.insert(id, stored);
-        Ok(record)
+        self.lock().create(book, now)
     }
 
     async fn update(
@@ -134,23 +177,91 @@ impl BookStore for MemStore {
         book: &BookInput,
         now: DateTime<Utc>,
     ) -> Result<Option<BookRecord>, StoreError> {
-        let mut state = self.write();
-        if !state.books.contains_key(&id) {
-            return Ok(None);
-        }
-        if !state.authors.contains_key(&book.author_id) {
-            return Err(StoreError::AuthorNotFound(book.author_id));
-        }
-        let stored = state.books.get_mut(&id).expect("checked above");
-        stored.title.clone_from(&book.title);
-        stored.year = book.year;
-        stored.author_id = Some(book.author_id);
-        stored.updated_at = now;
-        Ok(state.books.get(&id).map(|book| state.record(id, book)))
+        self.lock().update(id, book, now)
     }
 
     async fn delete(&self, id: i64) -> Result<bool, StoreError> {
         Ok(self.write().books.remove(&id).is_some())
+    }
+
+    /// The check and the write under one lock.
+    async fn update_if(
+        &self,
+        id: i64,
+        book: &BookInput,
+        now: DateTime<Utc>,
+        precondition: Precondition<'_>,
+    ) -> Result<Guarded<Option<BookRecord>>, StoreError> {
+        let mut state = self.lock();
+        if let Some(current) = state.refused(id, precondition) {
+            return Ok(Guarded::Refused(current));
+        }
+        state.update(id, book, now).map(Guarded::Done)
+    }
+
+    async fn delete_if(
+        &self,
+        id: i64,
+        precondition: Precondition<'_>,
+    ) -> Result<Guarded<bool>, StoreError> {
+        let mut state = self.lock();
+        if let Some(current) = state.refused(id, precondition) {
+            return Ok(Guarded::Refused(current));
+        }
+        let deleted = state.books.remove(&id).is_some();
+        state.version += u64::from(deleted);
+        Ok(Guarded::Done(deleted))
+    }
+
+    async fn create_keyed(
+        &self,
+        book: &BookInput,
+        now: DateTime<Utc>,
+        key: &IdempotencyKey,
+    ) -> Result<KeyedCreate, StoreError> {
+        let mut state = self.lock();
+        if state
+            .keys
+            .get(&key.key)
+            .is_some_and(|(_, expires_at)| *expires_at > now)
+        {
+            return Ok(KeyedCreate::Taken);
+        }
+        let created = state.create(book, now)?;
+        let record = IdempotencyRecord {
+            fingerprint: key.fingerprint.clone(),
+            answer: (key.answer)(&created),
+        };
+        state.keys.insert(key.key.clone(), (record, key.expires_at));
+        Ok(KeyedCreate::Created(created))
+    }
+
+    async fn idempotency_record(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let state = self.read();
+        Ok(state
+            .keys
+            .get(key)
+            .filter(|(_, expires_at)| *expires_at > now)
+            .map(|(record, _)| record.clone()))
+    }
+
+    async fn forget_expired_keys(&self, now: DateTime<Utc>, limit: u32) -> Result<u64, StoreError> {
+        let mut state = self.lock();
+        let expired: Vec<String> = state
+            .keys
+            .iter()
+            .filter(|(_, (_, expires_at))| *expires_at <= now)
+            .map(|(key, _)| key.clone())
+            .take(limit as usize)
+            .collect();
+        for key in &expired {
+            state.keys.remove(key);
+        }
+        Ok(expired.len() as u64)
     }
 
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {

@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use books_core::{BookInput, BookRecord, StoreError};
+use books_core::{BookInput, BookRecord, IdempotencyKey, KeyedCreate, StoreError};
 use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::oneshot;
 
@@ -20,15 +20,17 @@ use crate::error;
 /// The most books one write takes; the rest wait for the next.
 pub(crate) const MAX_BATCH: usize = 128;
 
-/// One create: the book and its timestamp.
+/// One create: the book, its timestamp, and its idempotency key if it has one (its
+/// record is written in the same transaction as the book).
 #[derive(Debug)]
 pub(crate) struct NewBook {
     pub(crate) book: BookInput,
     pub(crate) now: DateTime<Utc>,
+    pub(crate) key: Option<IdempotencyKey>,
 }
 
-/// One book's result.
-pub(crate) type Created = Result<BookRecord, StoreError>;
+/// One book's result ([`KeyedCreate::Taken`] only for a keyed create).
+pub(crate) type Created = Result<KeyedCreate, StoreError>;
 
 /// How a store writes creates, alone and together.
 pub(crate) trait Write: Clone + Send + Sync + 'static {
@@ -181,7 +183,7 @@ pub(crate) fn attribute(books: &[NewBook], rows: Vec<BookRecord>) -> Option<Vec<
                 // The database keeps microseconds.
                 && (row.created_at - new.now).abs() < TimeDelta::microseconds(1)
         })?;
-        created[whose] = Ok(row);
+        created[whose] = Ok(KeyedCreate::Created(row));
     }
     Some(created)
 }
@@ -198,6 +200,7 @@ mod tests {
                 year: 2020,
             },
             now: DateTime::UNIX_EPOCH,
+            key: None,
         }
     }
 
@@ -218,7 +221,13 @@ mod tests {
         let books = [new("a", 1), new("b", 9), new("a", 1), new("c", 1)];
         let rows = vec![row(7, &books[3]), row(5, &books[0]), row(6, &books[2])];
         let created = attribute(&books, rows).expect("every row matches");
-        let ids: Vec<_> = created.iter().map(|c| c.as_ref().map(|b| b.id)).collect();
+        let ids: Vec<_> = created
+            .iter()
+            .map(|c| match c {
+                Ok(KeyedCreate::Created(book)) => Ok(book.id),
+                _ => Err(()),
+            })
+            .collect();
         assert!(matches!(ids[..], [Ok(5), Err(_), Ok(6), Ok(7)]), "{ids:?}");
         assert!(matches!(created[1], Err(StoreError::AuthorNotFound(9))));
     }

@@ -4,7 +4,10 @@
 
 use std::future::Future;
 
-use books_core::{BookInput, BookPage, BookRecord, StoreError};
+use books_core::{
+    BookInput, BookPage, BookRecord, IdempotencyKey, IdempotencyRecord, KeyedCreate, StoreError,
+    StoredAnswer,
+};
 use chrono::{DateTime, Utc};
 use sqlx::SqlStr;
 
@@ -16,10 +19,11 @@ use crate::rows::{RANGE, Statements, StoreRow, page};
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Arg<'a> {
     Int(i64),
-    Year(i32),
+    Int4(i32),
     Text(&'a str),
     Name(Option<&'a str>),
     Time(DateTime<Utc>),
+    Blob(&'a [u8]),
 }
 
 /// Where a read may be answered.
@@ -108,14 +112,109 @@ pub(crate) async fn get(
     })
 }
 
-/// One create in one statement.
+/// One create without a key, in one statement.
 pub(crate) async fn create(store: &impl Run, new: &NewBook) -> Created {
     let book = &new.book;
     let rows = store
         .write(&store.sql().create, &book_args(book, new.now))
         .await
         .or_write_error(book.author_id)?;
-    Ok(decoded(first(&rows)?.book())?.into())
+    Ok(KeyedCreate::Created(decoded(first(&rows)?.book())?.into()))
+}
+
+/// The book of a create without a key.
+pub(crate) fn book_of(created: Created) -> Result<BookRecord, StoreError> {
+    match created? {
+        KeyedCreate::Created(book) => Ok(book),
+        _ => Err(StoreError::other("a create without a key found it taken")),
+    }
+}
+
+/// In a write transaction on `conn`: the book `new` names, and its key's record with it
+/// if it has a key. `Ok(Ok(Taken))`: an unexpired record for the key is there (roll the
+/// book back); `Ok(Err(_))`: the author is missing (the statement failed alone).
+pub(crate) async fn insert_in<DB>(
+    conn: &mut DB::Connection,
+    sql: &Statements,
+    persistent: bool,
+    new: &NewBook,
+) -> Result<Created, sqlx::Error>
+where
+    DB: sqlx::Database + sqlx::database::HasStatementCache,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    DB::Row: StoreRow,
+    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> i32: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> DateTime<Utc>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    for<'a> &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    let insert = bind(sqlx::query(sql.create.clone()), &book_args(&new.book, new.now));
+    let row = match insert.persistent(persistent).fetch_one(&mut *conn).await {
+        Ok(row) => row,
+        Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
+            return Ok(Err(StoreError::AuthorNotFound(new.book.author_id)));
+        }
+        Err(e) => return Err(e),
+    };
+    let book: BookRecord = row.book()?.into();
+    let Some(key) = &new.key else {
+        return Ok(Ok(KeyedCreate::Created(book)));
+    };
+    let answer = (key.answer)(&book);
+    let kept = bind(sqlx::query(sql.keep_key.clone()), &key_args(key, &answer, new.now))
+        .persistent(persistent)
+        .fetch_optional(&mut *conn)
+        .await?;
+    Ok(Ok(match kept {
+        Some(_) => KeyedCreate::Created(book),
+        None => KeyedCreate::Taken,
+    }))
+}
+
+/// [`BookStore::idempotency_record`](books_core::BookStore::idempotency_record), on the
+/// primary.
+pub(crate) async fn key_record(
+    store: &impl Run,
+    key: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<IdempotencyRecord>, StoreError> {
+    let args = [Arg::Text(key), Arg::Time(now)];
+    let rows = store.read(Read::Primary, &store.sql().key_record, &args).await?;
+    rows.first().map(|row| decoded(row.key_record())).transpose()
+}
+
+/// [`BookStore::forget_expired_keys`](books_core::BookStore::forget_expired_keys).
+pub(crate) async fn forget_keys(
+    store: &impl Run,
+    now: DateTime<Utc>,
+    limit: u32,
+) -> Result<u64, StoreError> {
+    let args = [Arg::Time(now), Arg::Int(i64::from(limit))];
+    let rows = store.write(&store.sql().forget_keys, &args).await;
+    Ok(rows.or_store_error()?.len() as u64)
+}
+
+/// The arguments that keep `key`'s record for the answer to `book` (`now`: records that
+/// expired by then are replaced).
+pub(crate) fn key_args<'a>(
+    key: &'a IdempotencyKey,
+    answer: &'a StoredAnswer,
+    now: DateTime<Utc>,
+) -> [Arg<'a>; 9] {
+    [
+        Arg::Text(&key.key),
+        Arg::Blob(&key.fingerprint),
+        Arg::Int4(i32::from(answer.status)),
+        Arg::Text(&answer.content_type),
+        Arg::Text(&answer.location),
+        Arg::Text(&answer.etag),
+        Arg::Blob(&answer.body),
+        Arg::Time(key.expires_at),
+        Arg::Time(now),
+    ]
 }
 
 /// [`BookStore::update`](books_core::BookStore::update).
@@ -174,7 +273,7 @@ pub(crate) fn book_args(book: &BookInput, now: DateTime<Utc>) -> [Arg<'_>; 4] {
     [
         Arg::Text(&book.title),
         Arg::Int(book.author_id),
-        Arg::Year(book.year),
+        Arg::Int4(book.year),
         Arg::Time(now),
     ]
 }
@@ -197,14 +296,16 @@ where
     &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     DateTime<Utc>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
 {
     for arg in args {
         query = match *arg {
             Arg::Int(value) => query.bind(value),
-            Arg::Year(value) => query.bind(value),
+            Arg::Int4(value) => query.bind(value),
             Arg::Text(value) => query.bind(value),
             Arg::Name(value) => query.bind(value),
             Arg::Time(value) => query.bind(value),
+            Arg::Blob(value) => query.bind(value),
         };
     }
     query

@@ -1,6 +1,6 @@
 //! Rows as sqlx decodes them, and the statements both stores share.
 
-use books_core::BookRecord;
+use books_core::{BookRecord, IdempotencyRecord, StoredAnswer};
 use chrono::{DateTime, Utc};
 use sqlx::{AssertSqlSafe, ColumnIndex, Decode, FromRow, Row, SqlSafeStr, SqlStr, Type};
 
@@ -47,12 +47,39 @@ pub(crate) struct PageRow {
     total: i64,
 }
 
+/// An idempotency key's record.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct KeyRow {
+    fingerprint: Vec<u8>,
+    status: i32,
+    content_type: String,
+    location: String,
+    etag: String,
+    body: Vec<u8>,
+}
+
+impl From<KeyRow> for IdempotencyRecord {
+    fn from(row: KeyRow) -> Self {
+        IdempotencyRecord {
+            fingerprint: row.fingerprint,
+            answer: StoredAnswer {
+                status: u16::try_from(row.status).unwrap_or(0),
+                content_type: row.content_type,
+                location: row.location,
+                etag: row.etag,
+                body: row.body,
+            },
+        }
+    }
+}
+
 /// This crate's rows, decoded from either database's rows (prepared statements answer in
 /// binary, PostgreSQL's simple protocol in text: sqlx decodes both).
 pub(crate) trait StoreRow: Row {
     fn book(&self) -> Result<BookRow, sqlx::Error>;
     fn versioned(&self) -> Result<VersionedRow, sqlx::Error>;
     fn page(&self) -> Result<PageRow, sqlx::Error>;
+    fn key_record(&self) -> Result<IdempotencyRecord, sqlx::Error>;
     /// The `BIGINT` in column `index`.
     fn int(&self, index: usize) -> Result<i64, sqlx::Error>;
     /// The boolean in column `index`.
@@ -64,6 +91,7 @@ where
     for<'r> BookRow: FromRow<'r, R>,
     for<'r> VersionedRow: FromRow<'r, R>,
     for<'r> PageRow: FromRow<'r, R>,
+    for<'r> KeyRow: FromRow<'r, R>,
     for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
     for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
     usize: ColumnIndex<R>,
@@ -76,6 +104,9 @@ where
     }
     fn page(&self) -> Result<PageRow, sqlx::Error> {
         PageRow::from_row(self)
+    }
+    fn key_record(&self) -> Result<IdempotencyRecord, sqlx::Error> {
+        KeyRow::from_row(self).map(Into::into)
     }
     fn int(&self, index: usize) -> Result<i64, sqlx::Error> {
         self.try_get(index)
@@ -220,6 +251,20 @@ pub(crate) struct Statements {
     pub(crate) add_author: SqlStr,
     pub(crate) remove_author: SqlStr,
     pub(crate) upsert_author: SqlStr,
+    /// An idempotency key's record, unless expired (`$2`: now).
+    pub(crate) key_record: SqlStr,
+    /// Keeps a key's record unless an unexpired one is there (returns the key if kept).
+    pub(crate) keep_key: SqlStr,
+    /// Forgets at most `$2` records expired at `$1`.
+    pub(crate) forget_keys: SqlStr,
+    /// PostgreSQL: a book's row, locked for a conditional write (its author's name is
+    /// read apart, locked with [`lock_author`](Self::lock_author)).
+    #[cfg(feature = "postgres")]
+    pub(crate) lock_book: SqlStr,
+    /// PostgreSQL: an author's name, its row locked against renames until the write
+    /// commits.
+    #[cfg(feature = "postgres")]
+    pub(crate) lock_author: SqlStr,
 }
 
 impl Statements {
@@ -256,6 +301,29 @@ impl Statements {
             remove_author: sql("DELETE FROM {s}authors WHERE id = $1 RETURNING id"),
             upsert_author: sql("INSERT INTO {s}authors (id, name) VALUES ($1, $2) \
                  ON CONFLICT (id) DO UPDATE SET name = excluded.name"),
+            key_record: sql(
+                "SELECT fingerprint, status, content_type, location, etag, body \
+                 FROM {s}idempotency_keys WHERE key = $1 AND expires_at > $2",
+            ),
+            keep_key: sql(
+                "INSERT INTO {s}idempotency_keys AS k (key, fingerprint, status, content_type, \
+                 location, etag, body, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                 ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, \
+                 status = excluded.status, content_type = excluded.content_type, \
+                 location = excluded.location, etag = excluded.etag, body = excluded.body, \
+                 expires_at = excluded.expires_at WHERE k.expires_at <= $9 RETURNING key",
+            ),
+            forget_keys: sql(
+                "DELETE FROM {s}idempotency_keys WHERE key IN (SELECT key \
+                 FROM {s}idempotency_keys WHERE expires_at <= $1 LIMIT $2) RETURNING key",
+            ),
+            #[cfg(feature = "postgres")]
+            lock_book: sql(
+                "SELECT id, title, year, author_id, CAST(NULL AS TEXT) AS author_name, \
+                 created_at, updated_at FROM {s}books WHERE id = $1 FOR UPDATE",
+            ),
+            #[cfg(feature = "postgres")]
+            lock_author: sql("SELECT name FROM {s}authors WHERE id = $1 FOR SHARE"),
         }
     }
 }

@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use books_core::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError};
+use books_core::{
+    AuthorStore, BookInput, BookPage, BookRecord, BookStore, Guarded, IdempotencyKey,
+    IdempotencyRecord, KeyedCreate, Precondition, StoreError,
+};
 use chrono::{DateTime, Utc};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
@@ -17,7 +20,7 @@ use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 use crate::batch::{Created, Creates, NewBook, Write};
 use crate::check::Check;
 use crate::error::OrStoreError;
-use crate::queries::{self, Arg, Read, Run, bind, book_args};
+use crate::queries::{self, Arg, Read, Run, bind, book_args, insert_in};
 use crate::rows::{LIST_SQLITE, NO_POSITION, Statements, StoreRow, check_sql};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
@@ -191,29 +194,70 @@ impl Run for SqliteStore {
 
 impl Write for SqliteStore {
     async fn create_one(&self, new: &NewBook) -> Created {
-        queries::create(self, new).await
+        if new.key.is_none() {
+            return queries::create(self, new).await;
+        }
+        let mut tx = self.writer.begin().await.or_store_error()?;
+        let created = insert_in::<Sqlite>(&mut tx, &self.sql, true, new)
+            .await
+            .or_store_error()?;
+        match created {
+            Ok(KeyedCreate::Created(_)) => tx.commit().await.or_store_error()?,
+            _ => tx.rollback().await.or_store_error()?,
+        }
+        created
     }
 
     /// One transaction of one-row inserts: a failed statement (a missing author) is
-    /// undone alone and the transaction goes on.
+    /// undone alone and the transaction goes on; a keyed create whose key turns out
+    /// taken is undone alone too (a savepoint around it).
     async fn create_all(&self, books: &[NewBook]) -> Result<Option<Vec<Created>>, sqlx::Error> {
         let mut tx = self.writer.begin().await?;
         let mut created = Vec::with_capacity(books.len());
         for new in books {
-            let insert = bind(
-                sqlx::query(self.sql.create.clone()),
-                &book_args(&new.book, new.now),
-            );
-            created.push(match insert.fetch_one(&mut *tx).await {
-                Ok(row) => row.book().map(Into::into).or_store_error(),
-                Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
-                    Err(StoreError::AuthorNotFound(new.book.author_id))
-                }
-                Err(e) => return Err(e),
-            });
+            let keyed = new.key.is_some();
+            if keyed {
+                sqlx::raw_sql("SAVEPOINT keyed").execute(&mut *tx).await?;
+            }
+            let outcome = insert_in::<Sqlite>(&mut tx, &self.sql, true, new).await?;
+            if keyed {
+                let undo = !matches!(outcome, Ok(KeyedCreate::Created(_)));
+                let end = if undo {
+                    "ROLLBACK TO keyed; RELEASE keyed"
+                } else {
+                    "RELEASE keyed"
+                };
+                sqlx::raw_sql(end).execute(&mut *tx).await?;
+            }
+            created.push(outcome);
         }
         tx.commit().await?;
         Ok(Some(created))
+    }
+}
+
+impl SqliteStore {
+    /// The book `id` in a transaction that holds the database's write lock from its
+    /// start (`BEGIN IMMEDIATE`), so nothing changes it, or its author, before the
+    /// transaction ends.
+    async fn locked(
+        &self,
+        id: i64,
+    ) -> Result<(sqlx::Transaction<'static, Sqlite>, Option<BookRecord>), StoreError> {
+        let mut tx = self
+            .writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .or_store_error()?;
+        let row = bind(sqlx::query(self.sql.get.clone()), &[Arg::Int(id)])
+            .fetch_optional(&mut *tx)
+            .await
+            .or_store_error()?;
+        let book = row
+            .map(|row| row.versioned().map(|row| row.book.into()))
+            .transpose()
+            .or_store_error()?;
+        Ok((tx, book))
     }
 }
 
@@ -240,6 +284,22 @@ impl BookStore for SqliteStore {
         let book = NewBook {
             book: book.clone(),
             now,
+            key: None,
+        };
+        queries::book_of(self.creates.create(self, book).await)
+    }
+
+    /// Written together with other creates, each with its key's record.
+    async fn create_keyed(
+        &self,
+        book: &BookInput,
+        now: DateTime<Utc>,
+        key: &IdempotencyKey,
+    ) -> Result<KeyedCreate, StoreError> {
+        let book = NewBook {
+            book: book.clone(),
+            now,
+            key: Some(key.clone()),
         };
         self.creates.create(self, book).await
     }
@@ -255,6 +315,64 @@ impl BookStore for SqliteStore {
 
     async fn delete(&self, id: i64) -> Result<bool, StoreError> {
         queries::delete(self, id).await
+    }
+
+    /// Checked and written under the database's write lock.
+    async fn update_if(
+        &self,
+        id: i64,
+        book: &BookInput,
+        now: DateTime<Utc>,
+        precondition: Precondition<'_>,
+    ) -> Result<Guarded<Option<BookRecord>>, StoreError> {
+        let (mut tx, current) = self.locked(id).await?;
+        match current {
+            None => return Ok(Guarded::Done(None)),
+            Some(current) if !precondition(&current) => return Ok(Guarded::Refused(current)),
+            Some(_) => {}
+        }
+        let [title, author, year, now] = book_args(book, now);
+        let args = [title, author, year, now, Arg::Int(id)];
+        let row = bind(sqlx::query(self.sql.update.clone()), &args)
+            .fetch_optional(&mut *tx)
+            .await
+            .or_write_error(book.author_id)?;
+        let updated = row.map(|row| row.book().map(Into::into)).transpose();
+        let updated = updated.or_store_error()?;
+        tx.commit().await.or_store_error()?;
+        Ok(Guarded::Done(updated))
+    }
+
+    /// Checked and deleted under the database's write lock.
+    async fn delete_if(
+        &self,
+        id: i64,
+        precondition: Precondition<'_>,
+    ) -> Result<Guarded<bool>, StoreError> {
+        let (mut tx, current) = self.locked(id).await?;
+        match current {
+            None => return Ok(Guarded::Done(false)),
+            Some(current) if !precondition(&current) => return Ok(Guarded::Refused(current)),
+            Some(_) => {}
+        }
+        let deleted = bind(sqlx::query(self.sql.delete.clone()), &[Arg::Int(id)])
+            .fetch_optional(&mut *tx)
+            .await
+            .or_store_error()?;
+        tx.commit().await.or_store_error()?;
+        Ok(Guarded::Done(deleted.is_some()))
+    }
+
+    async fn idempotency_record(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        queries::key_record(self, key, now).await
+    }
+
+    async fn forget_expired_keys(&self, now: DateTime<Utc>, limit: u32) -> Result<u64, StoreError> {
+        queries::forget_keys(self, now, limit).await
     }
 
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {

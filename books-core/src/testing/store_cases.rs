@@ -362,21 +362,62 @@ impl<S: TestStore> BookStore for VanishingAuthor<S> {
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
         self.0.author_exists(id).await
     }
+    async fn update_if(
+        &self,
+        id: i64,
+        book: &BookInput,
+        now: DateTime<Utc>,
+        precondition: crate::Precondition<'_>,
+    ) -> Result<crate::Guarded<Option<BookRecord>>, StoreError> {
+        self.0.remove_author(book.author_id).await?;
+        self.0.update_if(id, book, now, precondition).await
+    }
+    async fn delete_if(
+        &self,
+        id: i64,
+        precondition: crate::Precondition<'_>,
+    ) -> Result<crate::Guarded<bool>, StoreError> {
+        self.0.delete_if(id, precondition).await
+    }
+    async fn create_keyed(
+        &self,
+        book: &BookInput,
+        now: DateTime<Utc>,
+        key: &crate::IdempotencyKey,
+    ) -> Result<crate::KeyedCreate, StoreError> {
+        self.0.remove_author(book.author_id).await?;
+        self.0.create_keyed(book, now, key).await
+    }
+    async fn idempotency_record(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<crate::IdempotencyRecord>, StoreError> {
+        self.0.idempotency_record(key, now).await
+    }
+    async fn forget_expired_keys(&self, now: DateTime<Utc>, limit: u32) -> Result<u64, StoreError> {
+        self.0.forget_expired_keys(now, limit).await
+    }
 }
 
-/// An author deleted between validation and the write: 422 on `author_id`, nothing stored.
+/// An author deleted between validation and the write: 422 on `author_id`, nothing stored
+/// (with an idempotency key, nothing kept for it either; with `If-Match`, the same).
 pub async fn author_vanishing_before_the_write_is_422(store: impl TestStore) {
     let keep = author(&store, "Kept").await;
     let id = create(&store, "existing", keep).await;
     let api = BooksApi::new(VanishingAuthor(store.clone()), Config::default());
-    for (method, path) in [
-        ("POST", "/api/books".to_owned()),
-        ("PUT", format!("/api/books/{id}")),
+    for (method, path, header) in [
+        ("POST", "/api/books".to_owned(), None),
+        ("PUT", format!("/api/books/{id}"), None),
+        ("POST", "/api/books".to_owned(), Some(("idempotency-key", "vanishing"))),
+        ("PUT", format!("/api/books/{id}"), Some(("if-match", "*"))),
     ] {
         let doomed = author(&store, "Doomed").await;
-        let request = Request::builder()
-            .method(method)
-            .uri(path)
+        let mut request = Request::builder().method(method).uri(path);
+        if let Some((name, value)) = header {
+            request = request.header(name, value);
+        }
+        let request = request
             .body(format!("title=T&author_id={doomed}&year=2020"))
             .unwrap();
         let response = api.handle(request).await;
@@ -391,6 +432,8 @@ pub async fn author_vanishing_before_the_write_is_422(store: impl TestStore) {
     let page = store.list(0, 20).await.unwrap();
     assert_eq!(page.total, 1, "nothing stored");
     assert_eq!(page.books[0].title, "existing", "nothing changed");
+    let kept = store.idempotency_record("vanishing", at(1)).await.unwrap();
+    assert_eq!(kept, None, "a failed create leaves its key unused");
 }
 
 /// The demo data: 45 books, 50 authors, books without an author or with a nameless one;

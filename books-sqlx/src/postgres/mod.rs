@@ -11,11 +11,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use books_core::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError};
+use books_core::{
+    AuthorStore, BookInput, BookPage, BookRecord, BookStore, Guarded, IdempotencyKey,
+    IdempotencyRecord, KeyedCreate, Precondition, StoreError,
+};
 use chrono::{DateTime, Utc};
 use metrics::counter;
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow, Postgres};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow, Postgres};
 use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 
 pub use replicas::{DEFAULT_WAIT as DEFAULT_REPLICA_WAIT, DOWN_FOR, PROBE_INTERVAL, ReplicaState};
@@ -26,7 +29,7 @@ use crate::batch::{self, Created, Creates, NewBook, Write};
 use crate::check::Check;
 use crate::error::OrStoreError;
 use crate::push::{self, Push};
-use crate::queries::{self, Arg, Read, Run};
+use crate::queries::{self, Arg, Read, Run, bind, book_args, insert_in, key_args};
 use crate::rows::{LIST_POSTGRES, NO_POSITION, Statements, StoreRow, check_sql};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
@@ -472,11 +475,25 @@ impl Run for PostgresStore {
 
 impl Write for PostgresStore {
     async fn create_one(&self, new: &NewBook) -> Created {
-        queries::create(self, new).await
+        if new.key.is_none() {
+            return queries::create(self, new).await;
+        }
+        let persistent = self.session.persistent();
+        let created = self.session.bounded(async {
+            let mut tx = self.session.begin(&self.pool).await?;
+            let created = insert_in::<Postgres>(&mut tx, &self.sql, persistent, new).await?;
+            match created {
+                Ok(KeyedCreate::Created(_)) => tx.commit().await?,
+                _ => tx.rollback().await?,
+            }
+            Ok(created)
+        });
+        created.await.or_store_error()?
     }
 
     /// One statement in a transaction, committed once every row is attributed to its
-    /// book ([`batch::attribute`]).
+    /// book ([`batch::attribute`]) and every key's record is kept (a key found taken
+    /// sends the batch back, to be written one create at a time).
     async fn create_all(&self, books: &[NewBook]) -> Result<Option<Vec<Created>>, sqlx::Error> {
         let (mut titles, mut authors, mut years, mut times) = (vec![], vec![], vec![], vec![]);
         for new in books {
@@ -485,11 +502,12 @@ impl Write for PostgresStore {
             years.push(new.book.year);
             times.push(new.now);
         }
+        let persistent = self.session.persistent();
         self.session
             .bounded(async {
                 let mut tx = self.session.begin(&self.pool).await?;
                 let rows = sqlx::query(self.sql.create_many.clone())
-                    .persistent(self.session.persistent())
+                    .persistent(persistent)
                     .bind(titles)
                     .bind(authors)
                     .bind(years)
@@ -504,8 +522,79 @@ impl Write for PostgresStore {
                     tx.rollback().await?;
                     return Ok(None);
                 };
+                for (new, created) in books.iter().zip(&created) {
+                    let (Some(key), Ok(KeyedCreate::Created(book))) = (&new.key, created) else {
+                        continue;
+                    };
+                    let answer = (key.answer)(book);
+                    let kept = bind(sqlx::query(self.sql.keep_key.clone()), &key_args(key, &answer, new.now))
+                        .persistent(persistent)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    if kept.is_none() {
+                        tx.rollback().await?;
+                        return Ok(None);
+                    }
+                }
                 tx.commit().await?;
                 Ok(Some(created))
+            })
+            .await
+    }
+}
+
+impl PostgresStore {
+    /// The book `id` with its row locked for a conditional write, and its author's row
+    /// locked against renames (the name shows in the book's answers), in `tx`.
+    async fn locked(&self, tx: &mut PgConnection, id: i64) -> Result<Option<BookRecord>, sqlx::Error> {
+        let persistent = self.session.persistent();
+        let row = sqlx::query(self.sql.lock_book.clone())
+            .persistent(persistent)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let mut book: BookRecord = row.book()?.into();
+        if let Some(author) = book.author_id {
+            let name: Option<Option<String>> = sqlx::query_scalar(self.sql.lock_author.clone())
+                .persistent(persistent)
+                .bind(author)
+                .fetch_optional(&mut *tx)
+                .await?;
+            book.author_name = name.flatten();
+        }
+        Ok(Some(book))
+    }
+
+    /// `write` (`$1`: the book's id) on the book `id` if `precondition` holds for it, in
+    /// one transaction that holds its row (and its author's) from the check to the
+    /// commit: the written book's rows, or why not.
+    async fn guarded(
+        &self,
+        id: i64,
+        precondition: Precondition<'_>,
+        write: &SqlStr,
+        args: &[Arg<'_>],
+    ) -> Result<Guarded<Option<Vec<PgRow>>>, sqlx::Error> {
+        let persistent = self.session.persistent();
+        self.session
+            .bounded(async {
+                let mut tx = self.session.begin(&self.pool).await?;
+                match self.locked(&mut tx, id).await? {
+                    None => return Ok(Guarded::Done(None)),
+                    Some(current) if !precondition(&current) => {
+                        return Ok(Guarded::Refused(current));
+                    }
+                    Some(_) => {}
+                }
+                let rows = bind(sqlx::query(write.clone()), args)
+                    .persistent(persistent)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(Guarded::Done(Some(rows)))
             })
             .await
     }
@@ -557,6 +646,22 @@ impl BookStore for PostgresStore {
         let book = NewBook {
             book: book.clone(),
             now,
+            key: None,
+        };
+        queries::book_of(self.creates.create(self, book).await)
+    }
+
+    /// Written together with other creates, each with its key's record.
+    async fn create_keyed(
+        &self,
+        book: &BookInput,
+        now: DateTime<Utc>,
+        key: &IdempotencyKey,
+    ) -> Result<KeyedCreate, StoreError> {
+        let book = NewBook {
+            book: book.clone(),
+            now,
+            key: Some(key.clone()),
         };
         self.creates.create(self, book).await
     }
@@ -572,6 +677,53 @@ impl BookStore for PostgresStore {
 
     async fn delete(&self, id: i64) -> Result<bool, StoreError> {
         queries::delete(self, id).await
+    }
+
+    /// Checked and written with the book's row (and its author's) locked.
+    async fn update_if(
+        &self,
+        id: i64,
+        book: &BookInput,
+        now: DateTime<Utc>,
+        precondition: Precondition<'_>,
+    ) -> Result<Guarded<Option<BookRecord>>, StoreError> {
+        let [title, author, year, now] = book_args(book, now);
+        let args = [title, author, year, now, Arg::Int(id)];
+        let written = self.guarded(id, precondition, &self.sql.update, &args).await;
+        Ok(match written.or_write_error(book.author_id)? {
+            Guarded::Done(Some(rows)) => {
+                let book = rows.first().map(|row| row.book().map(Into::into));
+                Guarded::Done(book.transpose().or_store_error()?)
+            }
+            Guarded::Done(None) => Guarded::Done(None),
+            Guarded::Refused(current) => Guarded::Refused(current),
+        })
+    }
+
+    /// Checked and deleted with the book's row (and its author's) locked.
+    async fn delete_if(
+        &self,
+        id: i64,
+        precondition: Precondition<'_>,
+    ) -> Result<Guarded<bool>, StoreError> {
+        let args = [Arg::Int(id)];
+        let written = self.guarded(id, precondition, &self.sql.delete, &args).await;
+        Ok(match written.or_store_error()? {
+            Guarded::Done(rows) => Guarded::Done(rows.is_some_and(|rows| !rows.is_empty())),
+            Guarded::Refused(current) => Guarded::Refused(current),
+        })
+    }
+
+    async fn idempotency_record(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        queries::key_record(self, key, now).await
+    }
+
+    async fn forget_expired_keys(&self, now: DateTime<Utc>, limit: u32) -> Result<u64, StoreError> {
+        queries::forget_keys(self, now, limit).await
     }
 
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {

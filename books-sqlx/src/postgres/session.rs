@@ -60,7 +60,8 @@ impl Session {
         !self.pooler
     }
 
-    /// Runs a read (integer arguments only behind a pooler).
+    /// Runs a read (behind a pooler: in one message when its arguments are integers,
+    /// else in a transaction of its own).
     pub(crate) async fn read(
         self,
         pool: &PgPool,
@@ -69,6 +70,10 @@ impl Session {
     ) -> Result<Vec<PgRow>, sqlx::Error> {
         if !self.pooler {
             return bind(sqlx::query(sql.clone()), args).fetch_all(pool).await;
+        }
+        if !args.iter().all(|arg| matches!(arg, Arg::Int(_))) {
+            // Text cannot be written in: an unnamed statement in a transaction.
+            return self.write(pool, sql, args).await;
         }
         let text = format!("{}; {}", local_settings(), inline(sql.as_str(), args)?);
         bounded(sqlx::raw_sql(AssertSqlSafe(text)).fetch_all(pool)).await
