@@ -14,8 +14,8 @@ use tracing::Instrument;
 use crate::body;
 use crate::cache::{Cache, Key};
 use crate::conditional::{self, IfMatch};
-use crate::idempotency::{self, InFlight};
 use crate::config::Config;
+use crate::idempotency::{self, InFlight};
 use crate::metrics::{RequestTimer, store_call};
 use crate::negotiate::{Format, negotiate};
 use crate::pagination::{Links, Meta};
@@ -410,7 +410,9 @@ impl BooksApi {
         let keyed = IdempotencyKey {
             key: key.clone(),
             fingerprint: fingerprint.clone(),
-            expires_at: now.checked_add_signed(ttl).unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC),
+            expires_at: now
+                .checked_add_signed(ttl)
+                .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC),
             answer: Arc::new(move |book: &BookRecord| {
                 idempotency::keep(&api.created(book, includes, format))
             }),
@@ -421,10 +423,7 @@ impl BooksApi {
                 self.wrote();
                 crate::metrics::idempotency("stored");
                 self.forget_expired_keys(now).await;
-                Ok(idempotency::answer(
-                    &(keyed.answer)(&book),
-                    false,
-                ))
+                Ok(idempotency::answer(&(keyed.answer)(&book), false))
             }
             KeyedCreate::Taken => match self.replay(&key, &fingerprint, now).await? {
                 Some(replay) => Ok(replay),

@@ -131,9 +131,8 @@ impl IfMatch {
     pub(crate) fn matches(&self, current: Option<&HeaderValue>) -> bool {
         match self {
             Self::Any => true,
-            Self::Tags(tags) => current.is_some_and(|current| {
-                tags.iter().any(|tag| tag.as_slice() == current.as_bytes())
-            }),
+            Self::Tags(tags) => current
+                .is_some_and(|current| tags.iter().any(|tag| tag.as_slice() == current.as_bytes())),
         }
     }
 }
@@ -217,11 +216,17 @@ mod tests {
         assert!(!yes(&["W/\"00ff\""]), "a weak tag never matches");
         assert!(!yes(&["\"00FF\""]));
         assert!(!yes(&["00ff"]), "unquoted");
-        assert!(!yes(&["garbage, \"00ff\""]), "nothing after a malformed element");
+        assert!(
+            !yes(&["garbage, \"00ff\""]),
+            "nothing after a malformed element"
+        );
         assert!(!yes(&["*, \"00ff\""]), "* stands alone");
         assert!(!yes(&[""]), "present but empty: matches nothing");
         assert!(if_match(&[]).is_none(), "absent");
-        assert!(!if_match(&["\"00ff\""]).unwrap().matches(None), "no current tag");
+        assert!(
+            !if_match(&["\"00ff\""]).unwrap().matches(None),
+            "no current tag"
+        );
     }
 
     #[test]

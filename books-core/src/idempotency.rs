@@ -173,8 +173,16 @@ mod tests {
     fn keys_are_strings_or_tokens_of_visible_ascii() {
         assert_eq!(parse(&[]), Ok(None));
         assert_eq!(parse(&[b"abc-123"]), Ok(Some("abc-123".into())));
-        assert_eq!(parse(&[b"\"a b\""]), Ok(Some("a b".into())), "a string keeps spaces");
-        assert_eq!(parse(&[b"\"a\\\"b\\\\\""]), Ok(Some("a\"b\\".into())), "escapes");
+        assert_eq!(
+            parse(&[b"\"a b\""]),
+            Ok(Some("a b".into())),
+            "a string keeps spaces"
+        );
+        assert_eq!(
+            parse(&[b"\"a\\\"b\\\\\""]),
+            Ok(Some("a\"b\\".into())),
+            "escapes"
+        );
         assert_eq!(parse(&[b" key "]), Ok(Some("key".into())), "outer spaces");
         let longest = "k".repeat(255);
         assert_eq!(parse(&[longest.as_bytes()]), Ok(Some(longest.clone())));

@@ -45,10 +45,10 @@ mod conditional;
 mod config;
 pub mod demo;
 mod form;
-mod idempotency;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod idempotency;
 pub mod metrics;
 mod negotiate;
 mod openapi;

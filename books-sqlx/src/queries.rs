@@ -151,7 +151,10 @@ where
     for<'a> DateTime<Utc>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     for<'a> &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
 {
-    let insert = bind(sqlx::query(sql.create.clone()), &book_args(&new.book, new.now));
+    let insert = bind(
+        sqlx::query(sql.create.clone()),
+        &book_args(&new.book, new.now),
+    );
     let row = match insert.persistent(persistent).fetch_one(&mut *conn).await {
         Ok(row) => row,
         Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
@@ -164,10 +167,13 @@ where
         return Ok(Ok(KeyedCreate::Created(book)));
     };
     let answer = (key.answer)(&book);
-    let kept = bind(sqlx::query(sql.keep_key.clone()), &key_args(key, &answer, new.now))
-        .persistent(persistent)
-        .fetch_optional(&mut *conn)
-        .await?;
+    let kept = bind(
+        sqlx::query(sql.keep_key.clone()),
+        &key_args(key, &answer, new.now),
+    )
+    .persistent(persistent)
+    .fetch_optional(&mut *conn)
+    .await?;
     Ok(Ok(match kept {
         Some(_) => KeyedCreate::Created(book),
         None => KeyedCreate::Taken,
@@ -182,8 +188,12 @@ pub(crate) async fn key_record(
     now: DateTime<Utc>,
 ) -> Result<Option<IdempotencyRecord>, StoreError> {
     let args = [Arg::Text(key), Arg::Time(now)];
-    let rows = store.read(Read::Primary, &store.sql().key_record, &args).await?;
-    rows.first().map(|row| decoded(row.key_record())).transpose()
+    let rows = store
+        .read(Read::Primary, &store.sql().key_record, &args)
+        .await?;
+    rows.first()
+        .map(|row| decoded(row.key_record()))
+        .transpose()
 }
 
 /// [`BookStore::forget_expired_keys`](books_core::BookStore::forget_expired_keys).

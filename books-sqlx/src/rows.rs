@@ -313,10 +313,8 @@ impl Statements {
                  location = excluded.location, etag = excluded.etag, body = excluded.body, \
                  expires_at = excluded.expires_at WHERE k.expires_at <= $9 RETURNING key",
             ),
-            forget_keys: sql(
-                "DELETE FROM {s}idempotency_keys WHERE key IN (SELECT key \
-                 FROM {s}idempotency_keys WHERE expires_at <= $1 LIMIT $2) RETURNING key",
-            ),
+            forget_keys: sql("DELETE FROM {s}idempotency_keys WHERE key IN (SELECT key \
+                 FROM {s}idempotency_keys WHERE expires_at <= $1 LIMIT $2) RETURNING key"),
             #[cfg(feature = "postgres")]
             lock_book: sql(
                 "SELECT id, title, year, author_id, CAST(NULL AS TEXT) AS author_name, \

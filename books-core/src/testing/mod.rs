@@ -204,6 +204,18 @@ macro_rules! http_contract_suite {
             request_ids_are_echoed_or_made,
             reads_carry_strong_etags,
             if_none_match_answers_304,
+            if_match_guards_updates_and_deletes,
+            if_match_compares_the_representation_the_request_would_get,
+            if_match_comes_after_the_usual_checks,
+            if_match_lets_one_of_concurrent_writes_win,
+            if_match_can_be_required,
+            writes_ignore_if_none_match,
+            idempotent_creates_replay_their_answer,
+            idempotency_key_reused_with_another_request_is_422,
+            malformed_idempotency_keys_are_400,
+            failed_creates_leave_their_key_unused,
+            concurrent_requests_with_one_key_create_one_book,
+            idempotency_keys_expire,
         );
     };
 }

@@ -409,7 +409,11 @@ pub async fn author_vanishing_before_the_write_is_422(store: impl TestStore) {
     for (method, path, header) in [
         ("POST", "/api/books".to_owned(), None),
         ("PUT", format!("/api/books/{id}"), None),
-        ("POST", "/api/books".to_owned(), Some(("idempotency-key", "vanishing"))),
+        (
+            "POST",
+            "/api/books".to_owned(),
+            Some(("idempotency-key", "vanishing")),
+        ),
         ("PUT", format!("/api/books/{id}"), Some(("if-match", "*"))),
     ] {
         let doomed = author(&store, "Doomed").await;

@@ -527,10 +527,13 @@ impl Write for PostgresStore {
                         continue;
                     };
                     let answer = (key.answer)(book);
-                    let kept = bind(sqlx::query(self.sql.keep_key.clone()), &key_args(key, &answer, new.now))
-                        .persistent(persistent)
-                        .fetch_optional(&mut *tx)
-                        .await?;
+                    let kept = bind(
+                        sqlx::query(self.sql.keep_key.clone()),
+                        &key_args(key, &answer, new.now),
+                    )
+                    .persistent(persistent)
+                    .fetch_optional(&mut *tx)
+                    .await?;
                     if kept.is_none() {
                         tx.rollback().await?;
                         return Ok(None);
@@ -546,7 +549,11 @@ impl Write for PostgresStore {
 impl PostgresStore {
     /// The book `id` with its row locked for a conditional write, and its author's row
     /// locked against renames (the name shows in the book's answers), in `tx`.
-    async fn locked(&self, tx: &mut PgConnection, id: i64) -> Result<Option<BookRecord>, sqlx::Error> {
+    async fn locked(
+        &self,
+        tx: &mut PgConnection,
+        id: i64,
+    ) -> Result<Option<BookRecord>, sqlx::Error> {
         let persistent = self.session.persistent();
         let row = sqlx::query(self.sql.lock_book.clone())
             .persistent(persistent)
@@ -689,7 +696,9 @@ impl BookStore for PostgresStore {
     ) -> Result<Guarded<Option<BookRecord>>, StoreError> {
         let [title, author, year, now] = book_args(book, now);
         let args = [title, author, year, now, Arg::Int(id)];
-        let written = self.guarded(id, precondition, &self.sql.update, &args).await;
+        let written = self
+            .guarded(id, precondition, &self.sql.update, &args)
+            .await;
         Ok(match written.or_write_error(book.author_id)? {
             Guarded::Done(Some(rows)) => {
                 let book = rows.first().map(|row| row.book().map(Into::into));
@@ -707,7 +716,9 @@ impl BookStore for PostgresStore {
         precondition: Precondition<'_>,
     ) -> Result<Guarded<bool>, StoreError> {
         let args = [Arg::Int(id)];
-        let written = self.guarded(id, precondition, &self.sql.delete, &args).await;
+        let written = self
+            .guarded(id, precondition, &self.sql.delete, &args)
+            .await;
         Ok(match written.or_store_error()? {
             Guarded::Done(rows) => Guarded::Done(rows.is_some_and(|rows| !rows.is_empty())),
             Guarded::Refused(current) => Guarded::Refused(current),

@@ -21,6 +21,7 @@ mod input;
 mod negotiation;
 mod pagination;
 mod routing;
+mod writes;
 
 pub use books::*;
 pub use conditional::*;
@@ -29,6 +30,7 @@ pub use input::*;
 pub use negotiation::*;
 pub use pagination::*;
 pub use routing::*;
+pub use writes::*;
 
 /// The base URL every suite instance is configured with.
 pub const BASE: &str = "http://books.test";
