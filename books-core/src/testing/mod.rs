@@ -131,6 +131,10 @@ macro_rules! store_conformance_suite {
             reads_carry_their_version,
             known_version_catches_up,
             deep_pages_stay_exact_across_ranges,
+            conditional_writes_check_the_book_as_it_is,
+            concurrent_conditional_updates_let_one_through,
+            keyed_creates_keep_their_record_with_the_book,
+            keyed_creates_sent_together_each_keep_their_key,
         );
     };
 }

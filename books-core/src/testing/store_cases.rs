@@ -636,3 +636,221 @@ pub async fn deep_pages_stay_exact_across_ranges(store: impl TestStore) {
     }
     check(&store, &ids, &offsets(ids.len())).await;
 }
+
+/// `update_if` and `delete_if` ask the precondition about the book as it is (joined
+/// with its author) and write only if it holds; a missing book is not asked about.
+pub async fn conditional_writes_check_the_book_as_it_is(store: impl TestStore) {
+    use crate::Guarded;
+    let author = author(&store, "Ann").await;
+    let id = create(&store, "Start", author).await;
+    let current = store.get(id).await.unwrap().unwrap();
+    let seen = std::sync::Mutex::new(Vec::new());
+    let refuse = |book: &BookRecord| {
+        seen.lock().unwrap().push(book.clone());
+        false
+    };
+    let edit = input("Edited", author, 2002);
+    let refused = store.update_if(id, &edit, at(2), &refuse).await.unwrap();
+    assert_eq!(refused, Guarded::Refused(current.clone()));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![current.clone()],
+        "asked about the book as it is"
+    );
+    assert_eq!(
+        current.author_name.as_deref(),
+        Some("Ann"),
+        "with its author"
+    );
+    assert_eq!(
+        store.get(id).await.unwrap(),
+        Some(current.clone()),
+        "nothing changed"
+    );
+    assert_eq!(
+        store.delete_if(id, &refuse).await.unwrap(),
+        Guarded::Refused(current.clone())
+    );
+    assert!(store.get(id).await.unwrap().is_some());
+
+    let unasked = |_: &BookRecord| -> bool { panic!("a missing book is not asked about") };
+    let missing = store.update_if(id + 100, &edit, at(2), &unasked).await;
+    assert_eq!(missing.unwrap(), Guarded::Done(None));
+    assert_eq!(
+        store.delete_if(id + 100, &unasked).await.unwrap(),
+        Guarded::Done(false)
+    );
+
+    let allow = |_: &BookRecord| true;
+    let Guarded::Done(Some(updated)) = store.update_if(id, &edit, at(2), &allow).await.unwrap()
+    else {
+        panic!("updated");
+    };
+    assert_eq!(updated.title, "Edited");
+    assert_eq!(updated.updated_at, at(2));
+    assert_eq!(store.get(id).await.unwrap(), Some(updated));
+    let missing_author = input("Edited", author + 100, 2002);
+    let result = store.update_if(id, &missing_author, at(3), &allow).await;
+    assert!(
+        matches!(result, Err(StoreError::AuthorNotFound(_))),
+        "{result:?}"
+    );
+    assert_eq!(
+        store.delete_if(id, &allow).await.unwrap(),
+        Guarded::Done(true)
+    );
+    assert_eq!(store.get(id).await.unwrap(), None);
+}
+
+/// Sixteen conditional updates at once that each expect the book as it was: exactly one
+/// is written, the others are refused with the book the winner wrote.
+pub async fn concurrent_conditional_updates_let_one_through(store: impl TestStore) {
+    use crate::Guarded;
+    let author = author(&store, "Ann").await;
+    let id = create(&store, "Start", author).await;
+    let unchanged = |book: &BookRecord| book.title == "Start";
+    let writes = (0..16).map(|n| {
+        let (store, edit) = (store.clone(), input(&format!("Writer {n}"), author, 2002));
+        async move { store.update_if(id, &edit, at(2), &unchanged).await.unwrap() }
+    });
+    let outcomes = futures_util::future::join_all(writes).await;
+    let written: Vec<_> = outcomes
+        .iter()
+        .filter_map(|o| match o {
+            Guarded::Done(Some(book)) => Some(book.title.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(written.len(), 1, "{outcomes:?}");
+    for outcome in &outcomes {
+        if let Guarded::Refused(book) = outcome {
+            assert_eq!(book.title, written[0], "refused with the winner's book");
+        }
+    }
+    assert_eq!(store.get(id).await.unwrap().unwrap().title, written[0]);
+}
+
+fn answer_for(book: &BookRecord) -> crate::StoredAnswer {
+    crate::StoredAnswer {
+        status: 201,
+        content_type: "application/json".into(),
+        location: format!("http://books.test/api/books/{}", book.id),
+        etag: format!("\"{}\"", book.id),
+        body: format!("{{\"id\":{},\"title\":\"{}\"}}", book.id, book.title).into_bytes(),
+    }
+}
+
+fn key(name: &str, fingerprint: u8, expires_at: DateTime<Utc>) -> crate::IdempotencyKey {
+    crate::IdempotencyKey {
+        key: name.to_owned(),
+        fingerprint: vec![fingerprint; 32],
+        expires_at,
+        answer: std::sync::Arc::new(answer_for),
+    }
+}
+
+/// A keyed create keeps the key's record with the book; the key is taken until its
+/// record expires, then a create replaces it; expired records are forgotten in batches.
+pub async fn keyed_creates_keep_their_record_with_the_book(store: impl TestStore) {
+    use crate::KeyedCreate;
+    let author = author(&store, "Ann").await;
+    let first = key("order-7", 1, at(10));
+    let created = store
+        .create_keyed(&input("Kept", author, 2001), at(1), &first)
+        .await;
+    let KeyedCreate::Created(book) = created.unwrap() else {
+        panic!("created");
+    };
+    assert_eq!(store.get(book.id).await.unwrap(), Some(book.clone()));
+    let record = store.idempotency_record("order-7", at(2)).await.unwrap();
+    let record = record.expect("kept");
+    assert_eq!(record.fingerprint, vec![1; 32]);
+    assert_eq!(record.answer, answer_for(&book));
+    assert_eq!(
+        store.idempotency_record("other", at(2)).await.unwrap(),
+        None
+    );
+
+    let again = key("order-7", 2, at(10));
+    let taken = store
+        .create_keyed(&input("Twice", author, 2001), at(2), &again)
+        .await;
+    assert_eq!(taken.unwrap(), KeyedCreate::Taken);
+    assert_eq!(store.list(0, 10).await.unwrap().total, 1, "nothing written");
+    let missing_author = key("order-8", 1, at(10));
+    let orphan = input("X", author + 100, 2001);
+    let failed = store.create_keyed(&orphan, at(2), &missing_author).await;
+    assert!(matches!(failed, Err(StoreError::AuthorNotFound(_))));
+    assert_eq!(
+        store.idempotency_record("order-8", at(2)).await.unwrap(),
+        None,
+        "unused"
+    );
+
+    assert_eq!(
+        store.idempotency_record("order-7", at(10)).await.unwrap(),
+        None,
+        "expired"
+    );
+    let later = key("order-7", 3, at(20));
+    let replaced = store
+        .create_keyed(&input("Later", author, 2001), at(11), &later)
+        .await;
+    assert!(matches!(replaced.unwrap(), KeyedCreate::Created(_)));
+    let record = store.idempotency_record("order-7", at(11)).await.unwrap();
+    assert_eq!(record.unwrap().fingerprint, vec![3; 32]);
+
+    for n in 0..5 {
+        let old = key(&format!("old-{n}"), 1, at(3));
+        let book = input("Old", author, 2001);
+        store.create_keyed(&book, at(2), &old).await.unwrap();
+    }
+    assert_eq!(
+        store.forget_expired_keys(at(12), 3).await.unwrap(),
+        3,
+        "a batch"
+    );
+    assert_eq!(store.forget_expired_keys(at(12), 3).await.unwrap(), 2);
+    assert_eq!(store.forget_expired_keys(at(12), 3).await.unwrap(), 0);
+    assert!(
+        store
+            .idempotency_record("order-7", at(12))
+            .await
+            .unwrap()
+            .is_some(),
+        "unexpired records stay"
+    );
+}
+
+/// Keyed creates sent at once (which a store may write together): each distinct key
+/// gets its book; of several with one key, exactly one is written.
+pub async fn keyed_creates_sent_together_each_keep_their_key(store: impl TestStore) {
+    use crate::KeyedCreate;
+    let author = author(&store, "Ann").await;
+    let names: Vec<String> = (0..12).map(|n| format!("key-{}", n % 9)).collect();
+    let creates = names.iter().map(|name| {
+        let store = store.clone();
+        let key = key(name, 1, at(10));
+        async move {
+            store
+                .create_keyed(&input(name, author, 2001), at(1), &key)
+                .await
+                .unwrap()
+        }
+    });
+    let outcomes = futures_util::future::join_all(creates).await;
+    let created = outcomes
+        .iter()
+        .filter(|o| matches!(o, KeyedCreate::Created(_)))
+        .count();
+    assert_eq!(created, 9, "{outcomes:?}");
+    assert_eq!(store.list(0, 20).await.unwrap().total, 9);
+    for n in 0..9 {
+        let record = store
+            .idempotency_record(&format!("key-{n}"), at(2))
+            .await
+            .unwrap();
+        let body = String::from_utf8(record.expect("kept").answer.body).unwrap();
+        assert!(body.contains(&format!("key-{n}")), "its own book: {body}");
+    }
+}
