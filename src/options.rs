@@ -130,6 +130,15 @@ pub struct Options {
     #[arg(long, env = "BOOKS_CACHE_BYTES", default_value_t = CacheLimits::default().bytes)]
     pub cache_bytes: usize,
 
+    /// Whether PUT and DELETE of a book need `If-Match` (428 Precondition Required without).
+    #[arg(long, env = "BOOKS_REQUIRE_IF_MATCH", default_value_t = false, action = clap::ArgAction::Set)]
+    pub require_if_match: bool,
+
+    /// Seconds an `Idempotency-Key` is kept after its create (a replay within it answers
+    /// the same; after it the key may be used afresh).
+    #[arg(long, env = "BOOKS_IDEMPOTENCY_TTL", default_value = "86400")]
+    pub idempotency_ttl: u64,
+
     /// Whether Prometheus metrics are recorded and served (`/metrics`).
     #[arg(long, env = "BOOKS_METRICS", default_value_t = true, action = clap::ArgAction::Set)]
     pub metrics: bool,
@@ -185,6 +194,8 @@ impl Options {
                 entries: self.cache_entries,
                 bytes: self.cache_bytes,
             }))
+            .with_require_if_match(self.require_if_match)
+            .with_idempotency_ttl(Duration::from_secs(self.idempotency_ttl))
     }
 
     /// The database settings.
