@@ -30,12 +30,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         store,
         Config::default().with_base_url("http://127.0.0.1:3000"),
     );
-    // `BooksApi` is a tower Service. Nested at its prefix, it reads the path axum strips
-    // as relative to that prefix; `route_service`, `fallback_service` and
-    // `.layer(api.layer())` work too (see the README's "Embedding").
+    // `api.nested()` is a tower Service for routers that strip the mount path: nested at
+    // its prefix, it reads what axum leaves as relative to that prefix. `BooksApi` itself
+    // (with `route_service`, `fallback_service`) and `.layer(api.layer())` work too (see
+    // the README's "Embedding").
     let app = Router::new()
         .route("/hello", get(hello))
-        .nest_service(api.config().prefix(), api.clone())
+        .nest_service(api.config().prefix(), api.nested())
         .with_state(AppState::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
     println!("try http://127.0.0.1:3000/api/books and http://127.0.0.1:3000/hello");

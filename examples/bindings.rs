@@ -32,7 +32,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .header_read_timeout(std::time::Duration::from_secs(10))
         .max_buf_size(16 * 1024);
     let warp = TowerToHyperService::new(warp::service(books_warp::routes(api.clone())));
-    let axum = TowerToHyperService::new(axum::Router::new().nest_service("/api", api.clone()));
+    let axum = TowerToHyperService::new(axum::Router::new().nest_service("/api", api.nested()));
     let tower = TowerToHyperService::new(api);
     loop {
         let (stream, _) = listener.accept().await?;

@@ -166,7 +166,7 @@ mod in_axum {
         let prefix = config.prefix().to_owned();
         let (api, store) = api(config);
         let router = host_router()
-            .nest_service(&prefix, api)
+            .nest_service(&prefix, api.nested())
             .with_state(host_state());
         Through {
             service: boxed(router),
@@ -182,7 +182,7 @@ mod in_axum {
         let routers = [
             (
                 "nest_service",
-                host_router().nest_service("/api", api.clone()),
+                host_router().nest_service("/api", api.nested()),
             ),
             (
                 "route_service",
@@ -221,6 +221,10 @@ mod in_axum {
                 body.contains("Not found"),
                 "{how}: the API's own 404, not a silent one"
             );
+            // The prefix twice is no route: a path a router stripped is not read as
+            // prefixed again.
+            let (status, _) = get_text(&service, "/api/api/books").await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{how}: /api/api/books");
         }
     }
 }

@@ -71,7 +71,7 @@ pub use api::BooksApi;
 pub use cache::CacheLimits;
 pub use config::{Clock, Config, ManualClock, RouteScheme, SystemClock};
 pub use request_id::{REQUEST_ID, RequestId};
-pub use service::{ApiFuture, Mount, MountBody, MountLayer};
+pub use service::{ApiFuture, Mount, MountBody, MountLayer, Nested};
 pub use store::{
     Answer, AuthorStore, BookInput, BookPage, BookRecord, BookStore, Guarded, IdempotencyKey,
     IdempotencyRecord, KeyedCreate, Precondition, StoreError, StoredAnswer,

@@ -22,17 +22,12 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type ApiFuture =
     Pin<Box<dyn Future<Output = Result<Response<Full<Bytes>>, Infallible>> + Send>>;
 
-/// Answers every request it is given, so routers can mount it however they mount services:
-///
-/// - a path under the prefix is answered as by [`BooksApi::handle`] (axum's
-///   `route_service("/api/{*rest}", …)` and `fallback_service`, hyper alone);
-/// - any other path is read as relative to the prefix, as a router leaves it once it has
-///   stripped the mount path (axum's `nest_service("/api", …)`): `/books/7` is
-///   `/api/books/7`. Links and `Location` always carry the configured prefix, so mount
-///   the service where the prefix says.
-///
-/// To answer only the prefix and hand everything else to a host's service, use
-/// [`MountLayer`] instead.
+/// Answers every request it is given, with its whole path, as [`BooksApi::handle`] does
+/// (a path outside the prefix gets the API's 404): for hyper alone and for routers that
+/// pass the path on as it came (axum's `route_service("/api/{*rest}", …)` and
+/// `fallback_service`). A router that strips the mount path first (axum's
+/// `nest_service`) mounts [`BooksApi::nested`] instead, and one that should answer only
+/// the prefix and hand everything else to the host's service mounts [`MountLayer`].
 impl<B> Service<Request<B>> for BooksApi
 where
     B: Body + Send + 'static,
@@ -47,11 +42,38 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, mut request: Request<B>) -> ApiFuture {
-        if !self.owns(request.uri().path()) {
-            *request.uri_mut() = self.under_prefix(request.uri());
-        }
+    fn call(&mut self, request: Request<B>) -> ApiFuture {
         answer(self, request)
+    }
+}
+
+/// [`BooksApi`] for a router that strips the mount path before calling the service
+/// (axum's `nest_service("/api", api.nested())`): every path it is given is relative to
+/// the prefix (`/books/7` is `/api/books/7`), so a request for `/api/api/books`, which
+/// the router hands on as `/api/books`, is the API's 404 and not a book list. Links and
+/// `Location` carry the configured prefix: nest it where the prefix says.
+#[derive(Debug, Clone)]
+pub struct Nested {
+    api: BooksApi,
+}
+
+impl<B> Service<Request<B>> for Nested
+where
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = ApiFuture;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut request: Request<B>) -> ApiFuture {
+        *request.uri_mut() = self.api.under_prefix(request.uri());
+        answer(&self.api, request)
     }
 }
 
@@ -71,6 +93,11 @@ impl BooksApi {
     /// A [`MountLayer`] for this API: `api.layer().layer(host_service)`.
     pub fn layer(&self) -> MountLayer {
         MountLayer { api: self.clone() }
+    }
+
+    /// This API as a service for a router that strips the mount path ([`Nested`]).
+    pub fn nested(&self) -> Nested {
+        Nested { api: self.clone() }
     }
 
     /// `uri` with the prefix put before its path (a router stripped it).
