@@ -297,7 +297,9 @@ impl BooksApi {
         let limit = self.inner.config.body_limit();
         let bytes = body::read(&parts.headers, body, limit).await?;
         let fingerprint = key.as_ref().map(|_| {
+            // The route as routed (one trailing slash is the same route).
             let route = self.relative(parts.uri.path()).unwrap_or_default();
+            let route = route.strip_suffix('/').unwrap_or(route);
             idempotency::fingerprint(route, parts.headers.get(CONTENT_TYPE), &bytes)
         });
         let fields = body::decode(&parts.headers, bytes).await?;

@@ -351,6 +351,14 @@ pub async fn idempotent_creates_replay_their_answer(make: &impl MakeHarness) {
         assert_eq!(again.header("idempotent-replayed"), Some("true"));
     }
     assert_eq!(app.total().await, total, "nothing created again");
+    // One trailing slash is the same route.
+    let slash = keyed(
+        &app,
+        "/api/books/?include=author",
+        "order-1",
+        valid(author, "Once"),
+    );
+    assert_eq!(slash.await.expect(201).body, first.body);
     // A quoted key is the same key.
     let quoted = keyed(
         &app,
