@@ -6,40 +6,35 @@
 //! and the replica serving the reads of settled data (per `/metrics`).
 
 use std::net::SocketAddr;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use books_test_support::{Cluster, PgBouncer, required};
-use bytes::Bytes;
-use http::Request;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use tokio::net::TcpStream;
-use tokio::process::{Child, Command};
 
 mod common;
 
 /// The server binary, killed when dropped.
 struct Server {
-    _child: Child,
+    _child: tokio::process::Child,
     addr: SocketAddr,
 }
 
 async fn start(args: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_books-api"))
-        .args(["--listen", "127.0.0.1:0"])
-        .args(args)
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the server");
-    let addr = common::listening(&mut child).await;
+    let (child, addr) = common::server(args).await;
     Server {
         _child: child,
         addr,
+    }
+}
+
+/// One request on a new connection, its body as JSON.
+async fn call(addr: SocketAddr, method: &str, path: &str, body: &str) -> Answer {
+    let answer = common::call(addr, method, path, &[], body).await;
+    Answer {
+        status: answer.status,
+        retry_after: answer.header("retry-after").map(str::to_owned),
+        body: answer.json(),
     }
 }
 
@@ -49,35 +44,6 @@ struct Answer {
     status: u16,
     retry_after: Option<String>,
     body: Value,
-}
-
-/// One request on a new connection.
-async fn call(addr: SocketAddr, method: &str, path: &str, body: &str) -> Answer {
-    let stream = TcpStream::connect(addr).await.expect("connect");
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .expect("handshake");
-    tokio::spawn(connection);
-    let request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", addr.to_string())
-        .body(Full::new(Bytes::from(body.to_owned())))
-        .unwrap();
-    let response = sender.send_request(request).await.expect("an answer");
-    let status = response.status().as_u16();
-    let retry_after = response
-        .headers()
-        .get("retry-after")
-        .map(|v| v.to_str().unwrap().to_owned());
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let body = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-    Answer {
-        status,
-        retry_after,
-        body,
-    }
 }
 
 /// A private primary and PgBouncer in front of it; `None` (after [`required`]) where

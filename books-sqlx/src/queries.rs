@@ -320,3 +320,105 @@ where
     }
     query
 }
+
+/// `impl BookStore` and `impl AuthorStore` for a SQL store (a [`Run`] with a `creates`
+/// queue): every operation above, and the store's own methods (`$own`: its version,
+/// its conditional writes, and whatever else differs).
+macro_rules! sql_store {
+    ($store:ty { $($own:tt)* }) => {
+        #[async_trait::async_trait]
+        impl books_core::BookStore for $store {
+            async fn list(&self, offset: u64, limit: u32) -> Result<books_core::BookPage, books_core::StoreError> {
+                $crate::queries::list(self, offset, limit).await
+            }
+
+            async fn get(&self, id: i64) -> Result<Option<books_core::BookRecord>, books_core::StoreError> {
+                Ok($crate::queries::get(self, id).await?.0)
+            }
+
+            async fn get_versioned(
+                &self,
+                id: i64,
+            ) -> Result<(Option<books_core::BookRecord>, Option<u64>), books_core::StoreError> {
+                $crate::queries::get(self, id).await
+            }
+
+            /// Creates that arrive while another is written go together (group commit:
+            /// the README's "Creates commit together").
+            async fn create(
+                &self,
+                book: &books_core::BookInput,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<books_core::BookRecord, books_core::StoreError> {
+                let book = $crate::batch::NewBook { book: book.clone(), now, key: None };
+                $crate::queries::book_of(self.creates.create(self, book).await)
+            }
+
+            /// Written together with other creates, each with its key's record.
+            async fn create_keyed(
+                &self,
+                book: &books_core::BookInput,
+                now: chrono::DateTime<chrono::Utc>,
+                key: &books_core::IdempotencyKey,
+            ) -> Result<books_core::KeyedCreate, books_core::StoreError> {
+                let book = $crate::batch::NewBook { book: book.clone(), now, key: Some(key.clone()) };
+                self.creates.create(self, book).await
+            }
+
+            async fn update(
+                &self,
+                id: i64,
+                book: &books_core::BookInput,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Option<books_core::BookRecord>, books_core::StoreError> {
+                $crate::queries::update(self, id, book, now).await
+            }
+
+            async fn delete(&self, id: i64) -> Result<bool, books_core::StoreError> {
+                $crate::queries::delete(self, id).await
+            }
+
+            async fn author_exists(&self, id: i64) -> Result<bool, books_core::StoreError> {
+                $crate::queries::author_exists(self, id).await
+            }
+
+            async fn idempotency_record(
+                &self,
+                key: &str,
+                now: chrono::DateTime<chrono::Utc>,
+            ) -> Result<Option<books_core::IdempotencyRecord>, books_core::StoreError> {
+                $crate::queries::key_record(self, key, now).await
+            }
+
+            async fn forget_expired_keys(
+                &self,
+                now: chrono::DateTime<chrono::Utc>,
+                limit: u32,
+            ) -> Result<u64, books_core::StoreError> {
+                $crate::queries::forget_keys(self, now, limit).await
+            }
+
+            /// Looks up author 0 through the store's own table and index (on the
+            /// primary): one round trip that fails when the database or the migrated
+            /// schema is missing.
+            async fn ready(&self) -> Result<(), books_core::StoreError> {
+                $crate::queries::author_exists(self, 0).await.map(drop)
+            }
+
+            $($own)*
+        }
+
+        #[async_trait::async_trait]
+        impl books_core::AuthorStore for $store {
+            async fn add_author(&self, name: Option<&str>) -> Result<i64, books_core::StoreError> {
+                $crate::queries::add_author(self, name).await
+            }
+
+            async fn remove_author(&self, id: i64) -> Result<bool, books_core::StoreError> {
+                $crate::queries::remove_author(self, id).await
+            }
+        }
+    };
+}
+
+pub(crate) use sql_store;

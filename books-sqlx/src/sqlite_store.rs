@@ -4,11 +4,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use books_core::{
-    AuthorStore, BookInput, BookPage, BookRecord, BookStore, Guarded, IdempotencyKey,
-    IdempotencyRecord, KeyedCreate, Precondition, StoreError,
-};
+use books_core::{BookInput, BookRecord, Guarded, KeyedCreate, Precondition, StoreError};
 use chrono::{DateTime, Utc};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
@@ -261,60 +257,10 @@ impl SqliteStore {
     }
 }
 
-#[async_trait]
-impl BookStore for SqliteStore {
-    async fn list(&self, offset: u64, limit: u32) -> Result<BookPage, StoreError> {
-        queries::list(self, offset, limit).await
-    }
-
-    async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
-        Ok(queries::get(self, id).await?.0)
-    }
-
-    async fn get_versioned(
-        &self,
-        id: i64,
-    ) -> Result<(Option<BookRecord>, Option<u64>), StoreError> {
-        queries::get(self, id).await
-    }
-
-    /// Creates that arrive while another is written go together in one transaction
-    /// (group commit: the README's "Creates commit together").
-    async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
-        let book = NewBook {
-            book: book.clone(),
-            now,
-            key: None,
-        };
-        queries::book_of(self.creates.create(self, book).await)
-    }
-
-    /// Written together with other creates, each with its key's record.
-    async fn create_keyed(
-        &self,
-        book: &BookInput,
-        now: DateTime<Utc>,
-        key: &IdempotencyKey,
-    ) -> Result<KeyedCreate, StoreError> {
-        let book = NewBook {
-            book: book.clone(),
-            now,
-            key: Some(key.clone()),
-        };
-        self.creates.create(self, book).await
-    }
-
-    async fn update(
-        &self,
-        id: i64,
-        book: &BookInput,
-        now: DateTime<Utc>,
-    ) -> Result<Option<BookRecord>, StoreError> {
-        queries::update(self, id, book, now).await
-    }
-
-    async fn delete(&self, id: i64) -> Result<bool, StoreError> {
-        queries::delete(self, id).await
+queries::sql_store!(SqliteStore {
+    async fn version(&self) -> Result<Option<u64>, StoreError> {
+        let checked = self.check.run(&self.readers).await?;
+        Ok(Some(checked.version as u64))
     }
 
     /// Checked and written under the database's write lock.
@@ -362,42 +308,4 @@ impl BookStore for SqliteStore {
         tx.commit().await.or_store_error()?;
         Ok(Guarded::Done(deleted.is_some()))
     }
-
-    async fn idempotency_record(
-        &self,
-        key: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        queries::key_record(self, key, now).await
-    }
-
-    async fn forget_expired_keys(&self, now: DateTime<Utc>, limit: u32) -> Result<u64, StoreError> {
-        queries::forget_keys(self, now, limit).await
-    }
-
-    async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
-        queries::author_exists(self, id).await
-    }
-
-    async fn version(&self) -> Result<Option<u64>, StoreError> {
-        let checked = self.check.run(&self.readers).await?;
-        Ok(Some(checked.version as u64))
-    }
-
-    /// Looks up author 0 through the store's own table and index: one round trip that
-    /// fails when the database or the migrated schema is missing.
-    async fn ready(&self) -> Result<(), StoreError> {
-        self.author_exists(0).await.map(drop)
-    }
-}
-
-#[async_trait]
-impl AuthorStore for SqliteStore {
-    async fn add_author(&self, name: Option<&str>) -> Result<i64, StoreError> {
-        queries::add_author(self, name).await
-    }
-
-    async fn remove_author(&self, id: i64) -> Result<bool, StoreError> {
-        queries::remove_author(self, id).await
-    }
-}
+});

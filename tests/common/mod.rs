@@ -1,10 +1,17 @@
-//! What the tests that run the server binary share.
+//! What the tests that run the server binary share (each test binary uses a part).
+#![allow(dead_code)]
 
 use std::net::SocketAddr;
+use std::process::Stdio;
 use std::time::Duration;
 
+use bytes::Bytes;
+use http::{HeaderMap, Request};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Child;
+use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
 
 /// Waits for a server started with its stdout piped to print "listening on
 /// http://ADDR/…" and returns ADDR; the rest of stdout keeps being read, since a closed
@@ -25,4 +32,73 @@ pub async fn listening(child: &mut Child) -> SocketAddr {
     .expect("a line: listening on http://ADDR/…");
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     addr.parse().expect("an address")
+}
+
+/// The server binary on an ephemeral loopback port with `args`, logging errors only;
+/// killed when the child is dropped.
+pub async fn server(args: &[&str]) -> (Child, SocketAddr) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_books-api"))
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the server");
+    let addr = listening(&mut child).await;
+    (child, addr)
+}
+
+/// An answer with its whole body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// A header's value as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().expect("ASCII"))
+    }
+
+    /// The body as JSON (a string value when it is not JSON).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|_| {
+            serde_json::Value::String(String::from_utf8_lossy(&self.body).into_owned())
+        })
+    }
+}
+
+/// One request on a new connection.
+pub async fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Answer {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .expect("handshake");
+    tokio::spawn(connection);
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", addr.to_string());
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request
+        .body(Full::new(Bytes::from(body.to_owned())))
+        .unwrap();
+    let response = sender.send_request(request).await.expect("an answer");
+    let (parts, body) = response.into_parts();
+    Answer {
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body: body.collect().await.unwrap().to_bytes(),
+    }
 }

@@ -10,11 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use books_core::{
-    AuthorStore, BookInput, BookPage, BookRecord, BookStore, Guarded, IdempotencyKey,
-    IdempotencyRecord, KeyedCreate, Precondition, StoreError,
-};
+use books_core::{BookInput, BookRecord, Guarded, KeyedCreate, Precondition, StoreError};
 use chrono::{DateTime, Utc};
 use metrics::counter;
 use sqlx::migrate::Migrator;
@@ -261,7 +257,7 @@ impl PostgresStore {
     /// with the pool's options or [`notify_with`](Self::notify_with)'s; call inside a
     /// tokio runtime). While push mode is on for the database
     /// ([`set_push`](Self::set_push)) and the listener is connected, the API's cache takes
-    /// the version the listener last read ([`BookStore::known_version`]) instead of
+    /// the version the listener last read ([`BookStore::known_version`](books_core::BookStore::known_version)) instead of
     /// asking per request: cached reads cost no query, but may be as old as the
     /// staleness bound in [`push`](crate::push) (typically one notification and one round
     /// trip; at most [`HEARTBEAT`](push::HEARTBEAT) plus
@@ -376,7 +372,7 @@ impl PostgresStore {
     }
 
     /// Inserts an author with this id, or renames it if it exists; later
-    /// [`add_author`](AuthorStore::add_author) ids continue after the largest id.
+    /// [`add_author`](books_core::AuthorStore::add_author) ids continue after the largest id.
     pub async fn upsert_author(&self, id: i64, name: Option<&str>) -> Result<(), StoreError> {
         let persistent = self.session.persistent();
         let mut tx = self.session.begin(&self.pool).await.or_store_error()?;
@@ -630,60 +626,14 @@ fn pool_options(pooled: &Arc<AtomicBool>) -> PgPoolOptions {
         })
 }
 
-#[async_trait]
-impl BookStore for PostgresStore {
-    async fn list(&self, offset: u64, limit: u32) -> Result<BookPage, StoreError> {
-        queries::list(self, offset, limit).await
+queries::sql_store!(PostgresStore {
+    async fn version(&self) -> Result<Option<u64>, StoreError> {
+        Ok(Some(self.check.run(&self.pool).await?.version as u64))
     }
 
-    async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
-        Ok(queries::get(self, id).await?.0)
-    }
-
-    async fn get_versioned(
-        &self,
-        id: i64,
-    ) -> Result<(Option<BookRecord>, Option<u64>), StoreError> {
-        queries::get(self, id).await
-    }
-
-    /// Creates that arrive while another is written go together in one statement
-    /// (group commit: the README's "Creates commit together").
-    async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
-        let book = NewBook {
-            book: book.clone(),
-            now,
-            key: None,
-        };
-        queries::book_of(self.creates.create(self, book).await)
-    }
-
-    /// Written together with other creates, each with its key's record.
-    async fn create_keyed(
-        &self,
-        book: &BookInput,
-        now: DateTime<Utc>,
-        key: &IdempotencyKey,
-    ) -> Result<KeyedCreate, StoreError> {
-        let book = NewBook {
-            book: book.clone(),
-            now,
-            key: Some(key.clone()),
-        };
-        self.creates.create(self, book).await
-    }
-
-    async fn update(
-        &self,
-        id: i64,
-        book: &BookInput,
-        now: DateTime<Utc>,
-    ) -> Result<Option<BookRecord>, StoreError> {
-        queries::update(self, id, book, now).await
-    }
-
-    async fn delete(&self, id: i64) -> Result<bool, StoreError> {
-        queries::delete(self, id).await
+    /// While [`listening`](Self::listening) in push mode: the version the listener last read.
+    fn known_version(&self) -> Option<u64> {
+        self.push.as_ref().and_then(|push| push.known())
     }
 
     /// Checked and written with the book's row (and its author's) locked.
@@ -724,46 +674,4 @@ impl BookStore for PostgresStore {
             Guarded::Refused(current) => Guarded::Refused(current),
         })
     }
-
-    async fn idempotency_record(
-        &self,
-        key: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        queries::key_record(self, key, now).await
-    }
-
-    async fn forget_expired_keys(&self, now: DateTime<Utc>, limit: u32) -> Result<u64, StoreError> {
-        queries::forget_keys(self, now, limit).await
-    }
-
-    async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
-        queries::author_exists(self, id).await
-    }
-
-    async fn version(&self) -> Result<Option<u64>, StoreError> {
-        Ok(Some(self.check.run(&self.pool).await?.version as u64))
-    }
-
-    /// While [`listening`](Self::listening) in push mode: the version the listener last read.
-    fn known_version(&self) -> Option<u64> {
-        self.push.as_ref().and_then(|push| push.known())
-    }
-
-    /// Looks up author 0 through the store's own table and index, on the primary: one
-    /// round trip that fails when the database or the migrated schema is missing.
-    async fn ready(&self) -> Result<(), StoreError> {
-        self.author_exists(0).await.map(drop)
-    }
-}
-
-#[async_trait]
-impl AuthorStore for PostgresStore {
-    async fn add_author(&self, name: Option<&str>) -> Result<i64, StoreError> {
-        queries::add_author(self, name).await
-    }
-
-    async fn remove_author(&self, id: i64) -> Result<bool, StoreError> {
-        queries::remove_author(self, id).await
-    }
-}
+});
