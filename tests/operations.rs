@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 use books_api::{Limits, Operations};
 use books_core::{BooksApi, Config};
 use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use http::Response;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, ChildStderr, Command};
@@ -34,24 +32,11 @@ async fn send(
     path: &str,
     headers: &[(&str, &str)],
 ) -> Response<Bytes> {
-    let stream = TcpStream::connect(addr).await.expect("connect");
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .expect("handshake");
-    tokio::spawn(connection);
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", addr.to_string());
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = sender
-        .send_request(request.body(Full::new(Bytes::new())).unwrap())
-        .await
-        .expect("answer");
-    let (parts, body) = response.into_parts();
-    Response::from_parts(parts, body.collect().await.unwrap().to_bytes())
+    let answer = common::call(addr, method, path, headers, "").await;
+    let mut response = Response::new(answer.body);
+    *response.status_mut() = http::StatusCode::from_u16(answer.status).unwrap();
+    *response.headers_mut() = answer.headers;
+    response
 }
 
 async fn status(addr: SocketAddr, path: &str) -> u16 {
