@@ -6,15 +6,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use books_core::BooksApi;
+use bytes::Bytes;
+use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use http::{Method, StatusCode};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
-use warp::http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
-use warp::http::{Method, StatusCode};
 
+use crate::serve::Response;
 use crate::{DemoStore, Error, Limits};
 
 /// Liveness: answers 200 while the process serves requests at all.
@@ -61,9 +64,7 @@ impl Operations {
         if method != Method::GET && method != Method::HEAD {
             let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
             let allow = HeaderValue::from_static("GET, HEAD");
-            response
-                .headers_mut()
-                .insert(warp::http::header::ALLOW, allow);
+            response.headers_mut().insert(http::header::ALLOW, allow);
             return response;
         }
         match path {
@@ -95,10 +96,8 @@ impl Operations {
     }
 }
 
-type Response = warp::reply::Response;
-
 fn text(status: StatusCode, body: impl Into<String>) -> Response {
-    let mut response = Response::new(body.into().into());
+    let mut response = Response::new(Full::new(Bytes::from(body.into())));
     *response.status_mut() = status;
     response.headers_mut().insert(
         CONTENT_TYPE,

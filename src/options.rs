@@ -13,7 +13,7 @@ use clap::{Parser, ValueEnum};
 #[command(
     name = "books-api",
     version,
-    about = "Runs the books API on warp.",
+    about = "Runs the books API on hyper.",
     after_help = "Flags win over environment variables. Without --listen or BOOKS_LISTEN, \
                   PORT (as platforms set it) means 0.0.0.0:$PORT; without --database-url or \
                   BOOKS_DATABASE_URL, DATABASE_URL is used."
@@ -106,7 +106,8 @@ pub struct Options {
     #[arg(long, env = "BOOKS_HEADER_TIMEOUT", default_value = "10")]
     pub header_timeout: u64,
 
-    /// Seconds a whole request may take, body included, before its connection is dropped.
+    /// Seconds a request with a body may take, body included, before its connection is
+    /// dropped (a request without one cannot stall on its client).
     #[arg(long, env = "BOOKS_REQUEST_TIMEOUT", default_value = "30")]
     pub request_timeout: u64,
 

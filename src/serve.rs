@@ -1,6 +1,8 @@
 //! The connection loop: HTTP/1.1 through hyper with timeouts, request ids, a bound on
-//! requests in flight, the operator endpoints and graceful shutdown (`warp::serve` sets
-//! no header-read timer, so this loop replaces it).
+//! requests in flight, the operator endpoints and graceful shutdown, handing the API's
+//! requests to the core (`BooksApi::handle_as`) as they come. (It served them through
+//! the warp binding until a profile put warp's filters and the request it rebuilds at
+//! a fifth of a ping's instructions: BENCHMARKS.md, "The server's fixed cost".)
 
 use std::future::Future;
 use std::io;
@@ -8,20 +10,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use books_core::{BooksApi, REQUEST_ID, RequestId};
-use hyper::body::Incoming;
+use bytes::Bytes;
+use http::header::{CONNECTION, CONTENT_TYPE, HOST, HeaderValue, RETRY_AFTER, TRANSFER_ENCODING};
+use http::{StatusCode, Version};
+use http_body_util::Full;
+use hyper::body::{Body as _, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use tower_service::Service;
-use warp::http::header::{
-    CONNECTION, CONTENT_TYPE, HOST, HeaderValue, RETRY_AFTER, TRANSFER_ENCODING,
-};
-use warp::http::{StatusCode, Version};
 
 use crate::Operations;
+
+/// What the connection loop answers with.
+pub(crate) type Response = http::Response<Full<Bytes>>;
 
 /// Largest per-connection read buffer: caps memory per connection whatever a client sends.
 const MAX_BUF_SIZE: usize = 16 * 1024;
@@ -31,7 +35,9 @@ const MAX_BUF_SIZE: usize = 16 * 1024;
 pub struct Limits {
     /// Time to receive a request's headers; also how long an idle keep-alive connection lives.
     pub header_timeout: Duration,
-    /// Time for a whole request, body included; past it the connection is dropped.
+    /// Time for a whole request that has a body, body included; past it the connection is
+    /// dropped. (A request without a body cannot stall on its client, and the stores
+    /// bound their own waits.)
     pub request_timeout: Duration,
     /// Time in-flight requests get to finish once shutdown starts.
     pub shutdown_grace: Duration,
@@ -71,7 +77,6 @@ pub async fn serve_with(
     operations: Operations,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let service = warp::service(books_warp::routes(api.clone()));
     let admission = Arc::new(Semaphore::new(limits.max_in_flight));
     let operations = Arc::new(operations);
     let graceful = GracefulShutdown::new();
@@ -95,17 +100,12 @@ pub async fn serve_with(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = service.clone();
         let (api, operations, admission) = (api.clone(), operations.clone(), admission.clone());
-        let handler = service_fn(move |mut request: hyper::Request<Incoming>| {
-            let mut service = service.clone();
+        let handler = service_fn(move |request: hyper::Request<Incoming>| {
             let (api, operations, admission) = (api.clone(), operations.clone(), admission.clone());
             async move {
-                // The API takes the id from the header, so every log line and answer agrees.
+                // One id for the request's log lines here and in the API, and its answer.
                 let id = RequestId::from_headers(request.headers());
-                request
-                    .headers_mut()
-                    .insert(REQUEST_ID, id.header_value().clone());
                 let method = request.method().clone();
                 // For the log lines after the request is handed on (shares its bytes).
                 let uri = request.uri().clone();
@@ -134,13 +134,22 @@ pub async fn serve_with(
                         .insert(RETRY_AFTER, HeaderValue::from_static("1"));
                     return Ok(response);
                 };
-                let answered = tokio::time::timeout(limits.request_timeout, service.call(request));
-                let Ok(Ok(response)) = answered.await else {
+                // Only a request with a body can stall on its client: the others are
+                // bounded by the store's own waits, and skip the timer (a fifteenth of a
+                // ping's instructions).
+                let bodiless = request.body().is_end_stream();
+                let answer = api.handle_as(request, id.clone());
+                let answered = if bodiless {
+                    Ok(answer.await)
+                } else {
+                    tokio::time::timeout(limits.request_timeout, answer).await
+                };
+                let Ok(response) = answered else {
                     books_core::metrics::rejected("timeout");
                     tracing::warn!(request_id = %id, %method, %path, %peer, "request timed out; dropping the connection");
                     return Err(io::Error::new(io::ErrorKind::TimedOut, "request timed out"));
                 };
-                Ok::<_, io::Error>(response)
+                Ok::<_, io::Error>(response.map(Full::new))
             }
         });
         let connection = builder.serve_connection(TokioIo::new(stream), handler);
@@ -183,7 +192,7 @@ const OVERLOADED: &str = "The server is at capacity; retry shortly.";
 
 /// A problem the connection loop answers itself, before the API (JSON: there is no
 /// negotiation this early), with the request's id as in the API's own problems.
-fn problem(status: StatusCode, detail: &'static str, id: &RequestId) -> warp::reply::Response {
+fn problem(status: StatusCode, detail: &'static str, id: &RequestId) -> Response {
     let body = serde_json::json!({
         "type": "about:blank",
         "title": status.canonical_reason().unwrap_or("Error"),
@@ -191,7 +200,7 @@ fn problem(status: StatusCode, detail: &'static str, id: &RequestId) -> warp::re
         "detail": detail,
         "instance": format!("urn:request:{id}"),
     });
-    let mut response = warp::reply::Response::new(body.to_string().into());
+    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
     *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(

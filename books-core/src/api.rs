@@ -1,7 +1,7 @@
 //! [`BooksApi`]: the entry point a binding hands requests to.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use chrono::Datelike;
@@ -12,7 +12,7 @@ use subtle::ConstantTimeEq;
 use tracing::Instrument;
 
 use crate::body;
-use crate::cache::{Cache, Key};
+use crate::cache::{Cache, Key, copy};
 use crate::conditional::{self, IfMatch};
 use crate::config::Config;
 use crate::idempotency::{self, InFlight};
@@ -47,9 +47,14 @@ struct Inner {
     in_flight: InFlight,
     /// When expired idempotency keys were last forgotten (seconds since the epoch).
     forgotten_at: AtomicI64,
+    /// The last ping answer of each format (JSON, XML).
+    pings: Mutex<[Option<RenderedPing>; 2]>,
 }
 
 type Handled = Result<Response<Bytes>, Problem>;
+
+/// A ping answer and the second it was rendered in.
+type RenderedPing = (i64, Response<Bytes>);
 
 impl BooksApi {
     /// An API serving `store` as `config` says.
@@ -69,6 +74,7 @@ impl BooksApi {
                 cache,
                 in_flight: InFlight::default(),
                 forgotten_at: AtomicI64::new(0),
+                pings: Mutex::default(),
             }),
         }
     }
@@ -105,6 +111,32 @@ impl BooksApi {
         B: Body,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        self.answer(request, None)
+    }
+
+    /// [`handle`](Self::handle) under an id the host already gave the request (its
+    /// connection loop logs with it), instead of reading `X-Request-Id` again.
+    pub fn handle_as<B>(
+        &self,
+        request: Request<B>,
+        id: RequestId,
+    ) -> impl Future<Output = Response<Bytes>> + use<B>
+    where
+        B: Body,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        self.answer(request, Some(id))
+    }
+
+    fn answer<B>(
+        &self,
+        request: Request<B>,
+        id: Option<RequestId>,
+    ) -> impl Future<Output = Response<Bytes>> + use<B>
+    where
+        B: Body,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         // Taken apart before the future is made, which uses the parts in place: an
         // `async fn` keeps its arguments twice in its state (as given, and bound), and
         // the request once more (BENCHMARKS.md, "304s").
@@ -112,7 +144,7 @@ impl BooksApi {
         let api = self.clone();
         async move {
             let timer = RequestTimer::start();
-            let id = RequestId::from_headers(&parts.headers);
+            let id = id.unwrap_or_else(|| RequestId::from_headers(&parts.headers));
             let (routed, route) = api.destination(&parts);
             let span =
                 tracing::info_span!("request", id = %id, method = %parts.method, route = %route);
@@ -483,19 +515,39 @@ impl BooksApi {
         }
     }
 
+    /// The ping answer, rendered once per second and format (the extended ping's time has
+    /// whole seconds) and copied from then on: rendering it cost more than the rest of
+    /// the API's part of a ping (BENCHMARKS.md, "The server's fixed cost").
     fn ping(&self, format: Format) -> Response<Bytes> {
         let config = &self.inner.config;
         let extended = config.extended_ping();
-        let ping = Ping {
-            status: "ok",
-            time: extended.then(|| {
-                config
-                    .now()
-                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-            }),
-            version: extended.then_some(crate::VERSION),
-        };
-        render::success(StatusCode::OK, format, "ping", &ping)
+        let now = extended.then(|| config.now());
+        let second = now.map_or(0, |now| now.timestamp());
+        let mut pings = self
+            .inner
+            .pings
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let slot = &mut pings[usize::from(format == Format::Xml)];
+        match slot {
+            Some((at, answer)) if *at == second => copy(answer),
+            _ => {
+                let ping = Ping {
+                    status: "ok",
+                    time: now.map(|now| now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+                    version: extended.then_some(crate::VERSION),
+                };
+                let mut answer = render::success(StatusCode::OK, format, "ping", &ping);
+                // A slot for each copy's request id, so inserting it never grows the copy's
+                // header map (as the cache's answers keep one).
+                answer
+                    .headers_mut()
+                    .insert(REQUEST_ID, HeaderValue::from_static(""));
+                let copied = copy(&answer);
+                *slot = Some((second, answer));
+                copied
+            }
+        }
     }
 
     async fn list(&self, parts: &http::request::Parts, action: bool, format: Format) -> Handled {

@@ -314,7 +314,7 @@ impl Cache {
 }
 
 /// A copy of `answer` (its request id slot included: see [`Kept`]).
-fn copy(answer: &Response<Bytes>) -> Response<Bytes> {
+pub(crate) fn copy(answer: &Response<Bytes>) -> Response<Bytes> {
     let mut response = Response::new(answer.body().clone());
     *response.status_mut() = answer.status();
     *response.headers_mut() = answer.headers().clone();

@@ -21,7 +21,7 @@ use std::future::Future;
 use std::time::Instant;
 
 use http::{Method, StatusCode};
-use metrics::{Key, Label, Level, Metadata, counter, histogram};
+use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, counter, histogram};
 
 use crate::store::StoreError;
 
@@ -63,20 +63,17 @@ impl RequestTimer {
         let elapsed = self.started.elapsed();
         let (method, status) = (method_label(method), status_label(status));
         let address = (method.as_ptr(), route.as_ptr(), status.as_ptr());
-        ANSWER_KEYS.with_borrow_mut(|keys| {
-            let (requests, duration) = keys.entry(address).or_insert_with(|| {
+        with_handles(|handles, recorder| {
+            let (requests, duration) = handles.answers.entry(address).or_insert_with(|| {
                 let labels = [("method", method), ("route", route), ("status", status)];
                 (
-                    Key::from_parts(REQUESTS, &labels),
-                    Key::from_parts(REQUEST_DURATION, &labels),
+                    recorder.register_counter(&Key::from_parts(REQUESTS, &labels), &METADATA),
+                    recorder
+                        .register_histogram(&Key::from_parts(REQUEST_DURATION, &labels), &METADATA),
                 )
             });
-            metrics::with_recorder(|recorder| {
-                recorder.register_counter(requests, &METADATA).increment(1);
-                recorder
-                    .register_histogram(duration, &METADATA)
-                    .record(elapsed);
-            });
+            requests.increment(1);
+            duration.record(elapsed);
         });
     }
 }
@@ -85,18 +82,46 @@ impl RequestTimer {
 static METADATA: Metadata<'static> =
     Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
 
-/// Keyed by where the labels' text lies: the labels are `'static` strings from a few
-/// places, so their addresses tell them apart without reading them (the same text at two
-/// addresses would cost one more entry, never a wrong count).
-type AnswerKeys =
-    HashMap<(*const u8, *const u8, *const u8), (Key, Key), foldhash::fast::RandomState>;
+/// The handles this thread records the per-request metrics through, for one recorder.
+#[derive(Default)]
+struct Handles {
+    /// The recorder they belong to (its address): another recorder installed or set
+    /// locally gets handles of its own.
+    recorder: usize,
+    /// [`REQUESTS`] and [`REQUEST_DURATION`] of each label set, keyed by where the
+    /// labels' text lies: the labels are `'static` strings from a few places, so their
+    /// addresses tell them apart without reading them (the same text at two addresses
+    /// would cost one more entry, never a wrong count).
+    answers: HashMap<
+        (*const u8, *const u8, *const u8),
+        (Counter, Histogram),
+        foldhash::fast::RandomState,
+    >,
+    in_flight: Option<Gauge>,
+}
 
 thread_local! {
-    /// The [`REQUESTS`] and [`REQUEST_DURATION`] keys of each label set this thread
-    /// answered, built once: a key built per answer allocates its labels and hashes them,
-    /// which cost more than the rest of a cached answer's bookkeeping. Label values are a
-    /// few `'static` strings (module docs), so each thread keeps few keys.
-    static ANSWER_KEYS: RefCell<AnswerKeys> = RefCell::default();
+    /// Registered once per thread and label set: registering per answer looks the key up
+    /// in the recorder's registry (hashing and comparing its labels, and with Prometheus
+    /// copying them), which cost more than the rest of a ping (BENCHMARKS.md, "The
+    /// server's fixed cost").
+    static HANDLES: RefCell<Handles> = RefCell::default();
+}
+
+/// Runs `record` with this thread's handles for the current recorder.
+fn with_handles(record: impl FnOnce(&mut Handles, &dyn metrics::Recorder)) {
+    metrics::with_recorder(|recorder| {
+        let id = std::ptr::from_ref(recorder).cast::<()>() as usize;
+        HANDLES.with_borrow_mut(|handles| {
+            if handles.recorder != id {
+                *handles = Handles {
+                    recorder: id,
+                    ..Handles::default()
+                };
+            }
+            record(handles, recorder);
+        });
+    });
 }
 
 impl Drop for RequestTimer {
@@ -105,11 +130,13 @@ impl Drop for RequestTimer {
     }
 }
 
-/// Moves the [`IN_FLIGHT`] gauge one up or down (its key built at compile time).
+/// Moves the [`IN_FLIGHT`] gauge one up or down.
 fn in_flight(up: bool) {
     static KEY: Key = Key::from_static_name(IN_FLIGHT);
-    metrics::with_recorder(|recorder| {
-        let gauge = recorder.register_gauge(&KEY, &METADATA);
+    with_handles(|handles, recorder| {
+        let gauge = handles
+            .in_flight
+            .get_or_insert_with(|| recorder.register_gauge(&KEY, &METADATA));
         if up {
             gauge.increment(1.0);
         } else {
@@ -187,9 +214,12 @@ fn status_label(status: StatusCode) -> &'static str {
         404 => "404",
         405 => "405",
         406 => "406",
+        409 => "409",
+        412 => "412",
         413 => "413",
         415 => "415",
         422 => "422",
+        428 => "428",
         500 => "500",
         503 => "503",
         _ => "other",

@@ -17,6 +17,23 @@ pub async fn ping_extended_adds_time_and_version(make: &impl MakeHarness) {
         reply.json(),
         json!({"status": "ok", "time": "2026-06-15T12:00:00Z", "version": crate::VERSION})
     );
+    // The time follows the clock, and each answer carries its own request id.
+    app.clock.set(june() + chrono::TimeDelta::seconds(1));
+    let again = app.get("/api/ping").await.expect(200);
+    assert_eq!(again.json()["time"], "2026-06-15T12:00:01Z");
+    let xml = app.accept("/api/ping", "application/xml").await.expect(200);
+    assert!(
+        xml.xml()
+            .children
+            .iter()
+            .any(|c| c.text == "2026-06-15T12:00:01Z")
+    );
+    let ids: std::collections::HashSet<_> = [&reply, &again, &xml]
+        .iter()
+        .map(|r| r.header("x-request-id").expect("an id").to_owned())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(again.headers.get_all("x-request-id").iter().count(), 1);
 }
 
 pub async fn unknown_paths_are_not_found(make: &impl MakeHarness) {
