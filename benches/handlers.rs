@@ -147,6 +147,17 @@ fn handlers(c: &mut Criterion) {
         b.iter_batched(|| post(invalid.clone()), handle, BatchSize::SmallInput)
     });
     group.bench_function("create_invalid/floor", |b| b.iter(floor_invalid));
+    // What a host's test pays per API: a memory store with the demo data, and the API.
+    group.bench_function("new_api_with_demo_data", |b| {
+        b.iter(|| {
+            let store = MemStore::new();
+            books_core::demo::load_if_empty(&store, now())
+                .now_or_never()
+                .expect("a memory store never waits")
+                .unwrap();
+            black_box(BooksApi::new(store, Config::default()))
+        })
+    });
     group.finish();
 }
 

@@ -1,7 +1,7 @@
 //! [`BooksApi`]: the entry point a binding hands requests to.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use chrono::Datelike;
@@ -39,8 +39,9 @@ pub struct BooksApi {
 struct Inner {
     store: Arc<dyn BookStore>,
     config: Config,
-    /// The OpenAPI document as served, when the configuration serves it.
-    openapi: Option<Bytes>,
+    /// The OpenAPI document as served, made on its first request (making it parses and
+    /// writes the whole document: most of what building an API cost, BENCHMARKS.md).
+    openapi: OnceLock<Bytes>,
     /// Rendered answers, when the configuration caches.
     cache: Option<Cache>,
     /// Idempotency keys whose creates this process is answering.
@@ -64,13 +65,12 @@ impl BooksApi {
 
     /// An API over a store that is already shared.
     pub fn from_arc(store: Arc<dyn BookStore>, config: Config) -> Self {
-        let openapi = config.openapi().then(|| crate::openapi::served(&config));
         let cache = config.cache().map(Cache::new);
         Self {
             inner: Arc::new(Inner {
                 store,
                 config,
-                openapi,
+                openapi: OnceLock::new(),
                 cache,
                 in_flight: InFlight::default(),
                 forgotten_at: AtomicI64::new(0),
@@ -187,7 +187,7 @@ impl BooksApi {
                 path,
                 &parts.method,
                 self.inner.config.route_scheme(),
-                self.inner.openapi.is_some(),
+                self.inner.config.openapi(),
             ),
             None => (Routed::NotFound, UNMATCHED),
         }
@@ -247,7 +247,10 @@ impl BooksApi {
         match endpoint {
             Endpoint::Ping => Ok(self.ping(format)),
             Endpoint::OpenApi => Ok(render::document(
-                self.inner.openapi.clone().unwrap_or_default(),
+                self.inner
+                    .openapi
+                    .get_or_init(|| crate::openapi::served(&self.inner.config))
+                    .clone(),
             )),
             Endpoint::List { action } => self.list(parts, action, format).await,
             Endpoint::Get(id) => {
