@@ -2,10 +2,10 @@
 
 use books_core::{BookRecord, IdempotencyRecord, StoredAnswer};
 use chrono::{DateTime, Utc};
-use sqlx::{AssertSqlSafe, ColumnIndex, Decode, FromRow, Row, SqlSafeStr, SqlStr, Type};
+use sqlx::{AssertSqlSafe, ColumnIndex, Decode, Row, SqlSafeStr, SqlStr, Type};
 
 /// One row of the books-with-authors join.
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 pub(crate) struct BookRow {
     id: i64,
     title: String,
@@ -31,50 +31,25 @@ impl From<BookRow> for BookRecord {
 }
 
 /// A book and the version it was read at.
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 pub(crate) struct VersionedRow {
-    #[sqlx(flatten)]
     pub(crate) book: BookRow,
     pub(crate) version: i64,
 }
 
 /// A row of a page: the book and version, and the total from the counter, in one round
 /// trip (one statement, so one snapshot).
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 pub(crate) struct PageRow {
-    #[sqlx(flatten)]
     row: VersionedRow,
     total: i64,
 }
 
-/// An idempotency key's record.
-#[derive(Debug, sqlx::FromRow)]
-pub(crate) struct KeyRow {
-    fingerprint: Vec<u8>,
-    status: i32,
-    content_type: String,
-    location: String,
-    etag: String,
-    body: Vec<u8>,
-}
-
-impl From<KeyRow> for IdempotencyRecord {
-    fn from(row: KeyRow) -> Self {
-        IdempotencyRecord {
-            fingerprint: row.fingerprint,
-            answer: StoredAnswer {
-                status: u16::try_from(row.status).unwrap_or(0),
-                content_type: row.content_type,
-                location: row.location,
-                etag: row.etag,
-                body: row.body,
-            },
-        }
-    }
-}
-
-/// This crate's rows, decoded from either database's rows (prepared statements answer in
-/// binary, PostgreSQL's simple protocol in text: sqlx decodes both).
+/// This crate's rows, decoded from either database's rows by column name (prepared
+/// statements answer in binary, PostgreSQL's simple protocol in text: sqlx decodes
+/// both). Written out rather than derived: sqlx's `FromRow` derive needs its `macros`
+/// feature, which builds the database drivers a second time for the compiler
+/// (BENCHMARKS.md, "First build").
 pub(crate) trait StoreRow: Row {
     fn book(&self) -> Result<BookRow, sqlx::Error>;
     fn versioned(&self) -> Result<VersionedRow, sqlx::Error>;
@@ -88,25 +63,50 @@ pub(crate) trait StoreRow: Row {
 
 impl<R: Row> StoreRow for R
 where
-    for<'r> BookRow: FromRow<'r, R>,
-    for<'r> VersionedRow: FromRow<'r, R>,
-    for<'r> PageRow: FromRow<'r, R>,
-    for<'r> KeyRow: FromRow<'r, R>,
-    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
-    for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> &'r str: ColumnIndex<R>,
     usize: ColumnIndex<R>,
+    for<'r> i64: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> i32: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> bool: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> String: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> Vec<u8>: Decode<'r, R::Database> + Type<R::Database>,
+    for<'r> DateTime<Utc>: Decode<'r, R::Database> + Type<R::Database>,
 {
     fn book(&self) -> Result<BookRow, sqlx::Error> {
-        BookRow::from_row(self)
+        Ok(BookRow {
+            id: self.try_get("id")?,
+            title: self.try_get("title")?,
+            year: self.try_get("year")?,
+            author_id: self.try_get("author_id")?,
+            author_name: self.try_get("author_name")?,
+            created_at: self.try_get("created_at")?,
+            updated_at: self.try_get("updated_at")?,
+        })
     }
     fn versioned(&self) -> Result<VersionedRow, sqlx::Error> {
-        VersionedRow::from_row(self)
+        Ok(VersionedRow {
+            book: self.book()?,
+            version: self.try_get("version")?,
+        })
     }
     fn page(&self) -> Result<PageRow, sqlx::Error> {
-        PageRow::from_row(self)
+        Ok(PageRow {
+            row: self.versioned()?,
+            total: self.try_get("total")?,
+        })
     }
     fn key_record(&self) -> Result<IdempotencyRecord, sqlx::Error> {
-        KeyRow::from_row(self).map(Into::into)
+        let status: i32 = self.try_get("status")?;
+        Ok(IdempotencyRecord {
+            fingerprint: self.try_get("fingerprint")?,
+            answer: StoredAnswer {
+                status: u16::try_from(status).unwrap_or(0),
+                content_type: self.try_get("content_type")?,
+                location: self.try_get("location")?,
+                etag: self.try_get("etag")?,
+                body: self.try_get("body")?,
+            },
+        })
     }
     fn int(&self, index: usize) -> Result<i64, sqlx::Error> {
         self.try_get(index)

@@ -124,7 +124,7 @@ impl SqliteStore {
     /// The embedded migrations, recording into [`MIGRATIONS_TABLE`](crate::MIGRATIONS_TABLE):
     /// run them with your own tooling, or read each one's SQL.
     pub fn migrator() -> Migrator {
-        migrate::ours(sqlx::migrate!("./migrations/sqlite"))
+        migrate::ours(migrate::SQLITE)
     }
 
     /// Applies the embedded migrations (call once at start; safe to repeat, and beside a

@@ -337,7 +337,7 @@ impl PostgresStore {
     /// of the first schema on the `search_path`: run them with your own tooling (after
     /// `SET search_path TO <schema>` for a schema of their own), or read each one's SQL.
     pub fn migrator() -> Migrator {
-        migrate::ours(sqlx::migrate!("./migrations/postgres"))
+        migrate::ours(migrate::POSTGRES)
     }
 
     /// Applies the embedded migrations (call once at start; safe to repeat, to run from
