@@ -6,6 +6,7 @@
 
 use std::future::Future;
 use std::io;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,7 +65,7 @@ pub async fn serve(
     listener: TcpListener,
     api: BooksApi,
     limits: Limits,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     serve_with(listener, api, limits, Operations::default(), shutdown).await
 }
@@ -75,7 +76,20 @@ pub async fn serve_with(
     api: BooksApi,
     limits: Limits,
     operations: Operations,
-    shutdown: impl Future<Output = ()>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    // One loop for every caller: generic over the shutdown future, the whole loop (and
+    // hyper's connection code in it) would be compiled again in each crate that calls
+    // it (BENCHMARKS.md, "First build").
+    serve_until(listener, api, limits, operations, Box::pin(shutdown)).await
+}
+
+async fn serve_until(
+    listener: TcpListener,
+    api: BooksApi,
+    limits: Limits,
+    operations: Operations,
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
 ) -> io::Result<()> {
     let admission = Arc::new(Semaphore::new(limits.max_in_flight));
     let operations = Arc::new(operations);
@@ -85,7 +99,7 @@ pub async fn serve_with(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .max_buf_size(MAX_BUF_SIZE);
-    tokio::pin!(shutdown);
+    let mut shutdown = shutdown;
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
