@@ -12,7 +12,7 @@ use subtle::ConstantTimeEq;
 use tracing::Instrument;
 
 use crate::body;
-use crate::cache::{Cache, Key, copy};
+use crate::cache::{Cache, Key, PageRows, Rendered, Source, copy, read_through};
 use crate::conditional::{self, IfMatch};
 use crate::config::Config;
 use crate::idempotency::{self, InFlight};
@@ -561,24 +561,45 @@ impl BooksApi {
             action,
             xml: format == Format::Xml,
         };
-        self.cached(key, &parts.headers, || {
-            self.render_list(page, includes, action, format)
+        let inner = &self.inner;
+        read_through(inner.cache.as_ref(), &inner.store, key, &parts.headers, |source| {
+            self.render_list(source, page, includes, action, format)
         })
         .await
     }
 
-    /// A page's answer and the version it was read at.
+    /// A page's answer: read (with the version it was read at), or a kept page's rows
+    /// under a new total.
     async fn render_list(
         &self,
+        source: Source,
         page: u64,
         includes: Includes,
         action: bool,
         format: Format,
-    ) -> Result<Versioned, Problem> {
+    ) -> Result<Rendered, Problem> {
         let per_page = self.inner.config.page_size().get();
-        let offset = Meta::offset(page, per_page);
-        let found = store_call("list", self.inner.store.list(offset, per_page)).await?;
-        let meta = Meta::new(page, per_page, found.total);
+        let (rows, version) = match source {
+            Source::Rows(rows, total) => {
+                let rows = PageRows {
+                    books: rows.books.clone(),
+                    full: rows.full,
+                    total,
+                };
+                (rows, None)
+            }
+            Source::Read => {
+                let offset = Meta::offset(page, per_page);
+                let found = store_call("list", self.inner.store.list(offset, per_page)).await?;
+                let rows = PageRows {
+                    full: found.books.len() == per_page as usize,
+                    books: found.books,
+                    total: found.total,
+                };
+                (rows, found.version)
+            }
+        };
+        let meta = Meta::new(page, per_page, rows.total);
         let list_url = format!(
             "{}/books{}",
             self.mount_url(),
@@ -586,7 +607,7 @@ impl BooksApi {
         );
         let links = Links::new(&list_url, &meta, includes);
         let view = PageView {
-            data: found
+            data: rows
                 .books
                 .iter()
                 .map(|b| BookView::new(b, includes))
@@ -595,7 +616,11 @@ impl BooksApi {
             links,
         };
         let answer = tagged(render::success(StatusCode::OK, format, "books", &view));
-        Ok((answer, found.version))
+        Ok(Rendered {
+            answer,
+            version,
+            rows: Some(Arc::new(rows)),
+        })
     }
 
     /// One book, reusing a rendered answer while the store's version holds.
@@ -612,70 +637,34 @@ impl BooksApi {
             author: includes.author,
             xml: format == Format::Xml,
         };
-        self.cached(key, &parts.headers, || {
-            self.render_book(id, includes, format)
+        let inner = &self.inner;
+        read_through(inner.cache.as_ref(), &inner.store, key, &parts.headers, |_| {
+            self.read_book(id, includes, format)
         })
         .await
     }
 
     /// A book's answer and the version it was read at.
-    async fn render_book(
+    async fn read_book(
         &self,
         id: i64,
         includes: Includes,
         format: Format,
-    ) -> Result<Versioned, Problem> {
+    ) -> Result<Rendered, Problem> {
         let (book, version) = store_call("get", self.inner.store.get_versioned(id)).await?;
         let book = book.ok_or_else(Problem::book_not_found)?;
-        Ok((render_book(&book, includes, format), version))
+        Ok(Rendered {
+            answer: render_book(&book, includes, format),
+            version,
+            rows: None,
+        })
     }
 
-    /// The answer cached for `key` if a version check sent after this call finds its
-    /// version (or the version the store knows without asking), else `render`'s, kept
-    /// under the version it was read at. A key the cache does not hold skips the check:
-    /// the read itself is fresh, and carries its version. A hit whose tag `request`'s
-    /// `If-None-Match` names comes back as its 304.
-    ///
-    /// `render` runs boxed, only on a miss: a hit's future stays small enough for the
-    /// allocator's fast path when a binding boxes it (BENCHMARKS.md, "304s").
-    async fn cached<F>(
-        &self,
-        key: Key,
-        request: &http::HeaderMap,
-        render: impl FnOnce() -> F,
-    ) -> Handled
-    where
-        F: Future<Output = Result<Versioned, Problem>>,
-    {
-        let Some(cache) = &self.inner.cache else {
-            return Box::pin(render()).await.map(|(answer, _)| answer);
-        };
-        let (held, mark) = cache.holds(&key);
-        if held {
-            let version = match self.inner.store.known_version() {
-                Some(known) => Some(known),
-                None => cache
-                    .version(&self.inner.store)
-                    .await
-                    .map_err(Problem::from_store)?,
-            };
-            if let Some(hit) = version.and_then(|version| cache.get(&key, version, request)) {
-                return Ok(hit);
-            }
-        } else {
-            crate::metrics::cache(false);
-        }
-        let (answer, version) = Box::pin(render()).await?;
-        if let Some(version) = version {
-            cache.put(key, version, mark, &answer);
-        }
-        Ok(answer)
-    }
-
-    /// After a write of ours: every cached answer is stale.
+    /// After a write of ours: cached answers are served again only once a check has
+    /// seen it.
     fn wrote(&self) {
         if let Some(cache) = &self.inner.cache {
-            cache.clear();
+            cache.wrote();
         }
     }
 
@@ -706,9 +695,6 @@ fn current_tag_in(
 fn etag_of(response: &Response<Bytes>) -> Option<HeaderValue> {
     response.headers().get(ETAG).cloned()
 }
-
-/// An answer and the store version its data was read at, if the store says.
-type Versioned = (Response<Bytes>, Option<u64>);
 
 /// One book's answer, tagged.
 fn render_book(book: &BookRecord, includes: Includes, format: Format) -> Response<Bytes> {

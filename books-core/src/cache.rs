@@ -1,4 +1,5 @@
-//! Rendered book and page answers, reused while the store's version holds.
+//! Rendered book and page answers, reused while the store's version holds: the whole
+//! read path's cache protocol, behind one call ([`read_through`]).
 //!
 //! Exact: a read never returns data older than the last write acknowledged before the
 //! read started, whichever process made it. Every cached answer is served only after a
@@ -10,8 +11,16 @@
 //! than the first few: a few microseconds more latency alone, far fewer queries under
 //! load (BENCHMARKS.md). A key the cache does not hold skips the check and reads
 //! at once: the store returns the version with the data, and the answer is kept under
-//! it. Entries are kept only for the newest version seen: a write makes them all stale;
-//! this process's own writes clear them at once, others' at the next check.
+//! it. A store that knows its version without asking ([`BookStore::known_version`]) is
+//! trusted instead of a check, except right after a write of this process (a pushed
+//! version may not know of it yet).
+//!
+//! Entries are kept for the newest version seen. When a check finds a newer one, they
+//! go, unless the store's tally ([`BooksTally`]) shows the books were only appended to:
+//! then answers for single books stay as they are, and pages that were full and end at
+//! or below the old greatest id keep their rows, whose `meta` and `links` are rendered
+//! again from the new total on their next hit (new bytes, so a new `ETag`). A create,
+//! from this process or any other, thus costs the cache the last page, not every page.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,8 +33,9 @@ use http::{HeaderMap, Response, StatusCode};
 
 use crate::conditional;
 use crate::metrics::store_call;
+use crate::problem::Problem;
 use crate::request_id::REQUEST_ID;
-use crate::store::{BookStore, StoreError};
+use crate::store::{BookRecord, BookStore, BooksTally, StoreError, VersionReading};
 
 /// How much the cache of rendered answers may hold (see [`Config::with_cache`](crate::Config::with_cache)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +72,88 @@ pub(crate) enum Key {
     },
 }
 
+/// A page's rows as read, kept so its answer can be rendered again for a new total.
+#[derive(Debug)]
+pub(crate) struct PageRows {
+    /// The books on the page.
+    pub(crate) books: Vec<BookRecord>,
+    /// Whether the page was full (a page that was not may gain rows from a create).
+    pub(crate) full: bool,
+    /// The total the answer shows.
+    pub(crate) total: u64,
+}
+
+/// A rendered answer, the store version its data was read at (if the store says), and
+/// a page's rows.
+#[derive(Debug)]
+pub(crate) struct Rendered {
+    pub(crate) answer: Response<Bytes>,
+    pub(crate) version: Option<u64>,
+    pub(crate) rows: Option<Arc<PageRows>>,
+}
+
+/// What a render is asked for: a fresh read, or a kept page's rows under a new total.
+#[derive(Debug)]
+pub(crate) enum Source {
+    Read,
+    Rows(Arc<PageRows>, u64),
+}
+
+/// The answer for `key`: the cached one if a version check sent after this call (or the
+/// version the store knows) finds it current, its 304 when `request`'s `If-None-Match`
+/// names its tag; else `render`'s, kept under the version it was read at. Without a
+/// cache, `render`'s.
+///
+/// `render` runs boxed, only on a miss or to re-render a kept page: a hit's future stays
+/// small enough for the allocator's fast path when a binding boxes it (BENCHMARKS.md,
+/// "304s").
+pub(crate) async fn read_through<F>(
+    cache: Option<&Cache>,
+    store: &Arc<dyn BookStore>,
+    key: Key,
+    request: &HeaderMap,
+    render: impl FnOnce(Source) -> F,
+) -> Result<Response<Bytes>, Problem>
+where
+    F: Future<Output = Result<Rendered, Problem>>,
+{
+    let Some(cache) = cache else {
+        return Box::pin(render(Source::Read)).await.map(|r| r.answer);
+    };
+    let look = cache.look(&key, store.known_version());
+    if look.held {
+        let found = match look.trusted {
+            Some(version) => cache.find(&key, version, request),
+            None => {
+                let reading = cache.check(store).await.map_err(Problem::from_store)?;
+                cache.find(&key, reading.version, request)
+            }
+        };
+        match found {
+            Found::Hit(hit) => return Ok(hit),
+            Found::Rows(rows, total, version) => {
+                let rendered = Box::pin(render(Source::Rows(rows, total))).await?;
+                cache.put(key, version, look.mark, &rendered);
+                return Ok(rendered.answer);
+            }
+            Found::Miss => {}
+        }
+    } else {
+        crate::metrics::cache(false);
+    }
+    let rendered = Box::pin(render(Source::Read)).await?;
+    if let Some(version) = rendered.version {
+        if cache.behind(version) {
+            // A newer version than the cache's: a check tells whether the kept answers
+            // survive it (only appends) before this one renews the cache. Its failure
+            // costs the cache nothing but its entries.
+            let _ = cache.check(store).await;
+        }
+        cache.put(key, version, look.mark, &rendered);
+    }
+    Ok(rendered.answer)
+}
+
 /// Most scheduler rounds a check waits for requests to join it before it is sent.
 const MAX_ROUNDS: u32 = 16;
 
@@ -69,12 +161,13 @@ const MAX_ROUNDS: u32 = 16;
 /// became ready since the last), but a busy runtime's can be long.
 const MAX_WAIT: Duration = Duration::from_millis(1);
 
-type Check = Shared<BoxFuture<'static, Result<Option<u64>, Arc<StoreError>>>>;
+/// A shared check: the reading (`None`: the store keeps no version).
+type Check = Shared<BoxFuture<'static, Result<Option<VersionReading>, Arc<StoreError>>>>;
 
 #[derive(Debug)]
 pub(crate) struct Cache {
     limits: CacheLimits,
-    entries: Mutex<Entries>,
+    entries: Arc<Mutex<Entries>>,
     checks: Arc<Mutex<Checks>>,
 }
 
@@ -82,10 +175,17 @@ pub(crate) struct Cache {
 struct Entries {
     /// The version every entry belongs to.
     version: u64,
+    /// Whether a check read `version` (rather than a read alone).
+    checked: bool,
+    /// The books' tally at `version`, when a check read one.
+    tally: Option<BooksTally>,
     /// How many times this process wrote: a read that started before a write keeps
     /// nothing (its version may be older than the write's, which a pushed version may
     /// not know yet).
     writes: u64,
+    /// Whether this process wrote since a check last confirmed `version`: the store's
+    /// known version is not trusted until one does.
+    unconfirmed: bool,
     map: HashMap<Key, Kept, foldhash::fast::RandomState>,
     bytes: usize,
 }
@@ -99,6 +199,27 @@ struct Kept {
     answer: Response<Bytes>,
     /// The answer's `ETag` and its 304.
     not_modified: Option<(HeaderValue, Response<Bytes>)>,
+    /// A page's rows.
+    rows: Option<Arc<PageRows>>,
+}
+
+/// What the cache has for a key at a version.
+enum Found {
+    Hit(Response<Bytes>),
+    /// A kept page's rows, to render under the total (at the version) given.
+    Rows(Arc<PageRows>, u64, u64),
+    Miss,
+}
+
+/// What a lookup starts from.
+struct Look {
+    /// Whether an answer for the key is kept (at the newest version seen, which may be
+    /// stale: only a check can tell).
+    held: bool,
+    /// The version to trust without a check, if any.
+    trusted: Option<u64>,
+    /// The mark a read that starts now hands to [`Cache::put`].
+    mark: u64,
 }
 
 #[derive(Default)]
@@ -124,11 +245,53 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Entries {
-    /// Empty, for `version`.
-    fn renew(&mut self, version: u64) {
+    /// Empty, for `version` (with a check's tally, if a check read it).
+    fn renew(&mut self, version: u64, checked: Option<Option<BooksTally>>) {
         self.version = version;
+        self.checked = checked.is_some();
+        self.tally = checked.flatten();
         self.map.clear();
         self.bytes = 0;
+    }
+
+    /// Takes in a check's reading, sent when this process had made `writes` writes.
+    fn checked_at(&mut self, reading: VersionReading, writes: u64) {
+        if reading.version > self.version {
+            self.advance(reading);
+        } else if reading.version == self.version && !self.checked {
+            self.checked = true;
+            self.tally = reading.books;
+        }
+        if reading.version >= self.version && writes == self.writes {
+            self.unconfirmed = false;
+        }
+    }
+
+    /// Moves to a newer reading: keeps what only appends since `self.tally` leave as it
+    /// was (see the module's doc), or nothing.
+    fn advance(&mut self, reading: VersionReading) {
+        let appended = match (self.tally, reading.books) {
+            (Some(before), Some(now)) if now.only_appended_since(&before) => before.max_id,
+            _ => return self.renew(reading.version, Some(reading.books)),
+        };
+        self.version = reading.version;
+        self.checked = true;
+        self.tally = reading.books;
+        let mut bytes = 0;
+        self.map.retain(|key, kept| {
+            let keep = match (key, &kept.rows) {
+                (Key::Book { .. }, _) => true,
+                (Key::List { .. }, Some(rows)) => {
+                    rows.full && rows.books.last().is_some_and(|b| b.id <= appended)
+                }
+                (Key::List { .. }, None) => false,
+            };
+            if keep {
+                bytes += kept.answer.body().len();
+            }
+            keep
+        });
+        self.bytes = bytes;
     }
 }
 
@@ -136,17 +299,34 @@ impl Cache {
     pub(crate) fn new(limits: CacheLimits) -> Self {
         Self {
             limits,
-            entries: Mutex::default(),
+            entries: Arc::default(),
             checks: Arc::default(),
         }
     }
 
-    /// The store's version, from a check sent after this call (shared with every caller
-    /// that joins before it is sent). `None`: the store keeps no version.
-    pub(crate) async fn version(
-        &self,
-        store: &Arc<dyn BookStore>,
-    ) -> Result<Option<u64>, Arc<StoreError>> {
+    fn look(&self, key: &Key, known: Option<u64>) -> Look {
+        let entries = lock(&self.entries);
+        Look {
+            held: entries.map.contains_key(key),
+            // Once a check read the version too: its tally lets the next write keep pages.
+            trusted: known.filter(|known| {
+                *known == entries.version && entries.checked && !entries.unconfirmed
+            }),
+            mark: entries.writes,
+        }
+    }
+
+    /// Whether `version` is newer than the cache's while it keeps answers that a check
+    /// could carry over to it.
+    fn behind(&self, version: u64) -> bool {
+        let entries = lock(&self.entries);
+        version > entries.version && entries.tally.is_some() && !entries.map.is_empty()
+    }
+
+    /// The store's version from a check sent after this call (shared with every caller
+    /// that joins before it is sent), the cache moved on to it. A store without a
+    /// version reads as version 0 with nothing kept under it.
+    async fn check(&self, store: &Arc<dyn BookStore>) -> Result<VersionReading, Arc<StoreError>> {
         let check = {
             let mut checks = lock(&self.checks);
             checks.joined += 1;
@@ -156,18 +336,29 @@ impl Cache {
                 checks.next_id += 1;
                 let id = checks.next_id;
                 let after = checks.running.as_ref().map(|(_, running)| running.clone());
-                let check = Self::check(self.checks.clone(), id, store.clone(), after);
+                let check = Self::check_after(
+                    self.checks.clone(),
+                    self.entries.clone(),
+                    id,
+                    store.clone(),
+                    after,
+                );
                 checks.queued = Some((id, check.clone()));
                 check
             }
         };
-        check.await
+        Ok(check.await?.unwrap_or(VersionReading {
+            version: 0,
+            books: None,
+        }))
     }
 
     /// One version query, sent once `after` (the check in flight) is done and the
-    /// requests the runtime has already read had their turn to join.
-    fn check(
+    /// requests the runtime has already read had their turn to join; its reading moves
+    /// the entries on.
+    fn check_after(
         checks: Arc<Mutex<Checks>>,
+        entries: Arc<Mutex<Entries>>,
         id: u64,
         store: Arc<dyn BookStore>,
         after: Option<Check>,
@@ -204,9 +395,18 @@ impl Cache {
                     slots.running = slots.queued.take();
                 }
             }
-            let version = store_call("version", store.version())
+            // Sent from here on: a write this process finishes later is not in it.
+            let (above, writes) = {
+                let entries = lock(&entries);
+                let above = entries.tally.map_or(i64::MAX, |tally| tally.max_id);
+                (above, entries.writes)
+            };
+            let reading = store_call("version", store.check_version(above))
                 .await
                 .map_err(Arc::new);
+            if let Ok(Some(reading)) = reading {
+                lock(&entries).checked_at(reading, writes);
+            }
             let mut slots = lock(&checks);
             if slots
                 .running
@@ -215,58 +415,49 @@ impl Cache {
             {
                 slots.running = None;
             }
-            version
+            reading
         }
         .boxed()
         .shared()
     }
 
-    /// Whether an answer for `key` is kept (at the newest version seen, which may be
-    /// stale: only [`get`](Self::get) after a check can tell), and the mark a read that
-    /// starts after this call hands to [`put`](Self::put).
-    pub(crate) fn holds(&self, key: &Key) -> (bool, u64) {
-        let entries = lock(&self.entries);
-        (entries.map.contains_key(key), entries.writes)
-    }
-
-    /// Drops every answer: this process just wrote.
-    pub(crate) fn clear(&self) {
+    /// Marks every answer as possibly older than a write this process just made: the
+    /// next lookups check the store's version, and reads that started before keep
+    /// nothing. Nothing is dropped here: the check decides what the write changed.
+    pub(crate) fn wrote(&self) {
         let mut entries = lock(&self.entries);
-        entries.map.clear();
-        entries.bytes = 0;
         entries.writes += 1;
+        entries.unconfirmed = true;
     }
 
     /// The answer cached for `key` at `version`, if any; its 304 when `request`'s
-    /// `If-None-Match` names the answer's tag.
-    pub(crate) fn get(
-        &self,
-        key: &Key,
-        version: u64,
-        request: &HeaderMap,
-    ) -> Option<Response<Bytes>> {
-        let mut entries = lock(&self.entries);
-        if version > entries.version {
-            entries.renew(version);
-        }
-        let hit = (entries.version == version)
+    /// `If-None-Match` names the answer's tag; a page's rows when its total moved.
+    fn find(&self, key: &Key, version: u64, request: &HeaderMap) -> Found {
+        let entries = lock(&self.entries);
+        let kept = (entries.version == version)
             .then(|| entries.map.get(key))
-            .flatten()
-            .map(|kept| match &kept.not_modified {
-                Some((tag, not_modified))
-                    if conditional::none_match_fails(request, tag.as_bytes()) =>
-                {
-                    copy(not_modified)
-                }
-                _ => copy(&kept.answer),
-            });
-        crate::metrics::cache(hit.is_some());
-        hit
+            .flatten();
+        crate::metrics::cache(kept.is_some());
+        let Some(kept) = kept else {
+            return Found::Miss;
+        };
+        if let (Some(rows), Some(tally)) = (&kept.rows, entries.tally)
+            && rows.total != tally.total
+        {
+            return Found::Rows(rows.clone(), tally.total, version);
+        }
+        Found::Hit(match &kept.not_modified {
+            Some((tag, not_modified)) if conditional::none_match_names(request, tag.as_bytes()) => {
+                copy(not_modified)
+            }
+            _ => copy(&kept.answer),
+        })
     }
 
-    /// Keeps `answer` for `key`, read at `version` (in the same round trip) by a read
+    /// Keeps `rendered` for `key`, read at `version` (in the same round trip) by a read
     /// that took `mark` before it started; nothing if this process wrote meanwhile.
-    pub(crate) fn put(&self, key: Key, version: u64, mark: u64, answer: &Response<Bytes>) {
+    fn put(&self, key: Key, version: u64, mark: u64, rendered: &Rendered) {
+        let answer = &rendered.answer;
         let size = answer.body().len();
         if size > self.limits.bytes {
             return;
@@ -276,9 +467,11 @@ impl Cache {
             return;
         }
         if version > entries.version {
-            entries.renew(version);
+            entries.renew(version, None);
         }
-        // Full: make room by dropping arbitrary entries (a write clears all anyway).
+        // Read after this process's last write, at the cache's version: it is current.
+        entries.unconfirmed = false;
+        // Full: make room by dropping arbitrary entries.
         while !entries.map.is_empty()
             && (entries.map.len() >= self.limits.entries
                 || entries.bytes + size > self.limits.bytes)
@@ -305,6 +498,7 @@ impl Cache {
         let kept = Kept {
             answer,
             not_modified,
+            rows: rendered.rows.clone(),
         };
         if let Some(old) = entries.map.insert(key, kept) {
             entries.bytes -= old.answer.body().len();
@@ -430,7 +624,7 @@ mod tests {
             (0..n)
                 .map(|_| {
                     let (cache, store) = (cache.clone(), store.clone());
-                    tokio::spawn(async move { cache.version(&store).await.unwrap() })
+                    tokio::spawn(async move { cache.check(&store).await.unwrap().version })
                 })
                 .collect::<Vec<_>>()
         };
@@ -449,12 +643,27 @@ mod tests {
         );
         gated.gate.add_permits(2);
         for early in early {
-            assert_eq!(early.await.unwrap(), Some(1));
+            assert_eq!(early.await.unwrap(), 1);
         }
         for late in late {
-            assert_eq!(late.await.unwrap(), Some(2), "a check sent after it asked");
+            assert_eq!(late.await.unwrap(), 2, "a check sent after it asked");
         }
         assert_eq!(gated.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    fn rendered(body: &'static str) -> Rendered {
+        Rendered {
+            answer: answer(body),
+            version: None,
+            rows: None,
+        }
+    }
+
+    fn hit(found: Found) -> Option<Bytes> {
+        match found {
+            Found::Hit(hit) => Some(hit.into_body()),
+            _ => None,
+        }
     }
 
     /// A read that started before this process wrote keeps nothing, even at a version
@@ -462,19 +671,126 @@ mod tests {
     #[test]
     fn a_read_older_than_our_write_keeps_nothing() {
         let cache = Cache::new(CacheLimits::default());
-        let (_, before) = cache.holds(&KEY);
-        cache.clear();
-        cache.put(KEY, 7, before, &answer("old"));
-        assert!(!cache.holds(&KEY).0);
-        assert!(cache.get(&KEY, 7, &HeaderMap::new()).is_none());
+        let before = cache.look(&KEY, None).mark;
+        cache.wrote();
+        cache.put(KEY, 7, before, &rendered("old"));
+        assert!(!cache.look(&KEY, None).held);
+        assert!(hit(cache.find(&KEY, 7, &HeaderMap::new())).is_none());
 
-        let (_, after) = cache.holds(&KEY);
-        cache.put(KEY, 8, after, &answer("new"));
-        let hit = cache.get(&KEY, 8, &HeaderMap::new()).expect("kept");
-        assert_eq!(hit.body().as_ref(), b"new");
+        let after = cache.look(&KEY, None).mark;
+        cache.put(KEY, 8, after, &rendered("new"));
+        let hit_body = hit(cache.find(&KEY, 8, &HeaderMap::new())).expect("kept");
+        assert_eq!(hit_body.as_ref(), b"new");
         assert!(
-            cache.get(&KEY, 7, &HeaderMap::new()).is_none(),
+            hit(cache.find(&KEY, 7, &HeaderMap::new())).is_none(),
             "an older version never hits"
         );
+    }
+
+    /// After a write of this process, the version the store knows is not trusted until
+    /// a check (or a read that started after the write) confirms the cache's.
+    #[test]
+    fn a_known_version_is_trusted_again_only_after_our_write_is_seen() {
+        let cache = Cache::new(CacheLimits::default());
+        let reading = |version| VersionReading {
+            version,
+            books: None,
+        };
+        let mark = cache.look(&KEY, None).mark;
+        cache.put(KEY, 3, mark, &rendered("kept"));
+        assert_eq!(cache.look(&KEY, Some(3)).trusted, None, "until a check read it");
+        lock(&cache.entries).checked_at(reading(3), mark);
+        assert_eq!(cache.look(&KEY, Some(3)).trusted, Some(3));
+        cache.wrote();
+        assert_eq!(cache.look(&KEY, Some(3)).trusted, None, "maybe not pushed yet");
+        lock(&cache.entries).checked_at(reading(4), mark);
+        assert_eq!(cache.look(&KEY, Some(4)).trusted, None, "a check sent before it");
+        let mark = cache.look(&KEY, None).mark;
+        lock(&cache.entries).checked_at(reading(4), mark);
+        assert_eq!(cache.look(&KEY, Some(4)).trusted, Some(4));
+    }
+
+    fn tally(changes: u64, total: u64, max_id: i64, above: i64, count_above: u64) -> BooksTally {
+        BooksTally {
+            changes,
+            total,
+            max_id,
+            above,
+            count_above,
+        }
+    }
+
+    fn page(ids: std::ops::RangeInclusive<i64>, full: bool, total: u64) -> Rendered {
+        let books = ids
+            .map(|id| BookRecord {
+                id,
+                title: "t".into(),
+                year: 2020,
+                author_id: None,
+                author_name: None,
+                created_at: chrono::DateTime::UNIX_EPOCH,
+                updated_at: chrono::DateTime::UNIX_EPOCH,
+            })
+            .collect();
+        Rendered {
+            answer: answer("page"),
+            version: None,
+            rows: Some(Arc::new(PageRows { books, full, total })),
+        }
+    }
+
+    fn list(page: u64) -> Key {
+        Key::List {
+            page,
+            author: false,
+            action: false,
+            xml: false,
+        }
+    }
+
+    /// Only appends above the old greatest id keep books and full pages (whose rows come
+    /// back to be rendered under the new total); anything else empties the cache.
+    #[test]
+    fn appends_keep_books_and_full_pages() {
+        let cache = Cache::new(CacheLimits::default());
+        let start = VersionReading {
+            version: 10,
+            books: Some(tally(5, 25, 25, i64::MAX, 0)),
+        };
+        lock(&cache.entries).advance(start);
+        let mark = cache.look(&KEY, None).mark;
+        cache.put(KEY, 10, mark, &rendered("book"));
+        cache.put(list(1), 10, mark, &page(1..=20, true, 25));
+        cache.put(list(2), 10, mark, &page(21..=25, false, 25));
+
+        // Two books added above 25, nothing else.
+        lock(&cache.entries).advance(VersionReading {
+            version: 12,
+            books: Some(tally(5, 27, 27, 25, 2)),
+        });
+        assert!(hit(cache.find(&KEY, 12, &HeaderMap::new())).is_some());
+        match cache.find(&list(1), 12, &HeaderMap::new()) {
+            Found::Rows(rows, total, 12) => {
+                assert_eq!((rows.books.len(), total), (20, 27));
+            }
+            _ => panic!("page 1's rows, to render under 27"),
+        }
+        assert!(matches!(cache.find(&list(2), 12, &HeaderMap::new()), Found::Miss));
+
+        // A book added below the old greatest id (a host's explicit id): not appends.
+        lock(&cache.entries).advance(VersionReading {
+            version: 13,
+            books: Some(tally(5, 28, 27, 27, 0)),
+        });
+        assert!(matches!(cache.find(&KEY, 13, &HeaderMap::new()), Found::Miss));
+        assert!(matches!(cache.find(&list(1), 13, &HeaderMap::new()), Found::Miss));
+
+        // Any other write moves `changes`.
+        cache.put(KEY, 13, mark, &rendered("book"));
+        lock(&cache.entries).advance(VersionReading {
+            version: 14,
+            books: Some(tally(6, 28, 27, 27, 0)),
+        });
+        assert!(matches!(cache.find(&KEY, 14, &HeaderMap::new()), Found::Miss));
     }
 }

@@ -26,7 +26,7 @@ pub(crate) fn not_modified_if_matching(request: &HeaderMap, response: &mut Respo
         && response
             .headers()
             .get(ETAG)
-            .is_some_and(|tag| none_match_fails(request, tag.as_bytes()));
+            .is_some_and(|tag| none_match_names(request, tag.as_bytes()));
     if named {
         make_not_modified(response);
     }
@@ -44,7 +44,7 @@ pub(crate) fn make_not_modified(answer: &mut Response<Bytes>) {
 /// Whether `If-None-Match` (every field line of it) matches `tag`: `*`, or any listed
 /// entity-tag whose opaque part equals `tag`'s, `W/` ignored. A malformed list matches
 /// nothing from the first malformed element on, so it never causes a 304.
-pub(crate) fn none_match_fails(request: &HeaderMap, tag: &[u8]) -> bool {
+pub(crate) fn none_match_names(request: &HeaderMap, tag: &[u8]) -> bool {
     let current = opaque(tag);
     request.get_all(IF_NONE_MATCH).iter().any(|value| {
         // The common case, and the cheap one: the tag a client was given, sent back as is.
@@ -165,7 +165,7 @@ mod tests {
         for value in header {
             headers.append(IF_NONE_MATCH, HeaderValue::from_str(value).unwrap());
         }
-        none_match_fails(&headers, current.as_bytes())
+        none_match_names(&headers, current.as_bytes())
     }
 
     #[test]

@@ -73,8 +73,9 @@ pub use config::{Clock, Config, ManualClock, RouteScheme, SystemClock};
 pub use request_id::{REQUEST_ID, RequestId};
 pub use service::{ApiFuture, Mount, MountBody, MountLayer, Nested};
 pub use store::{
-    Answer, AuthorStore, BookInput, BookPage, BookRecord, BookStore, Guarded, IdempotencyKey,
-    IdempotencyRecord, KeyedCreate, Precondition, StoreError, StoredAnswer,
+    Answer, AuthorStore, BookInput, BookPage, BookRecord, BookStore, BooksTally, Guarded,
+    IdempotencyKey, IdempotencyRecord, KeyedCreate, Precondition, StoreError, StoredAnswer,
+    VersionReading,
 };
 
 /// The version reported by the extended ping.

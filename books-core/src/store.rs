@@ -51,6 +51,49 @@ pub struct BookPage {
     pub version: Option<u64>,
 }
 
+/// A version check's reading ([`BookStore::check_version`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VersionReading {
+    /// The store's [`version`](BookStore::version).
+    pub version: u64,
+    /// How the books stood at the same snapshot, so a cache can tell creates from other
+    /// writes; `None` when the store does not say (every write then counts as a change).
+    pub books: Option<BooksTally>,
+}
+
+/// What a cache needs to keep pages across creates, read in the version's snapshot.
+///
+/// Between two readings `a` and `b` (`b.above` = `a.max_id`), only books with ids above
+/// `a.max_id` were added and nothing else was written exactly when
+/// `b.changes == a.changes` and `b.count_above == b.total - a.total`: then every book
+/// up to `a.max_id`, and its place in the list, is as it was. A store that cannot keep
+/// `changes` so (every write but an insert of books moves it, whoever writes) must
+/// answer `None` in [`VersionReading::books`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BooksTally {
+    /// Moves with every committed write to books or authors except inserts of books.
+    pub changes: u64,
+    /// How many books there are.
+    pub total: u64,
+    /// The greatest book id, 0 when there is none.
+    pub max_id: i64,
+    /// The id asked about ([`BookStore::check_version`]'s `above`).
+    pub above: i64,
+    /// How many books have an id greater than `above`.
+    pub count_above: u64,
+}
+
+impl BooksTally {
+    /// Whether `self`, read after `earlier` with `above = earlier.max_id`, differs from
+    /// it only by books added with ids above `earlier.max_id` (see the type's doc).
+    pub fn only_appended_since(&self, earlier: &BooksTally) -> bool {
+        self.above == earlier.max_id
+            && self.changes == earlier.changes
+            && self.total >= earlier.total
+            && self.count_above == self.total - earlier.total
+    }
+}
+
 /// What a conditional write ([`BookStore::update_if`], [`BookStore::delete_if`])
 /// requires of the book as it is when the write applies: `true` lets the write go on.
 /// The API's is "one of `If-Match`'s tags is the book's current `ETag`".
@@ -251,6 +294,18 @@ pub trait BookStore: Debug + Send + Sync + 'static {
     /// pass the conformance suite keep one.
     async fn version(&self) -> Result<Option<u64>, StoreError> {
         Ok(None)
+    }
+
+    /// [`version`](Self::version), and with it, in the same snapshot, the books' tally
+    /// ([`BooksTally`]) counting books with ids greater than `above` (pass `i64::MAX` when
+    /// there is nothing to compare with). The default reads the version alone; a store
+    /// that wraps another should forward this as well as `version`.
+    async fn check_version(&self, above: i64) -> Result<Option<VersionReading>, StoreError> {
+        let _ = above;
+        Ok(self
+            .version()
+            .await?
+            .map(|version| VersionReading { version, books: None }))
     }
 
     /// The [`version`](Self::version) without a round trip, when this process knows it

@@ -16,8 +16,8 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
 use books_core::{
-    AuthorStore, BookInput, BookPage, BookRecord, BookStore, Guarded, IdempotencyKey,
-    IdempotencyRecord, KeyedCreate, Precondition, StoreError,
+    AuthorStore, BookInput, BookPage, BookRecord, BookStore, BooksTally, Guarded, IdempotencyKey,
+    IdempotencyRecord, KeyedCreate, Precondition, StoreError, VersionReading,
 };
 use chrono::{DateTime, Utc};
 
@@ -35,6 +35,8 @@ struct State {
     last_author_id: i64,
     /// Bumped by every write.
     version: u64,
+    /// Bumped by every write but a create ([`BooksTally::changes`]).
+    changes: u64,
     /// Idempotency keys' records and when each expires.
     keys: HashMap<String, (IdempotencyRecord, DateTime<Utc>)>,
 }
@@ -97,6 +99,7 @@ impl State {
             return Err(StoreError::AuthorNotFound(book.author_id));
         }
         self.version += 1;
+        self.changes += 1;
         let stored = self.books.get_mut(&id).expect("checked above");
         stored.title.clone_from(&book.title);
         stored.year = book.year;
@@ -126,6 +129,7 @@ impl MemStore {
     fn write(&self) -> RwLockWriteGuard<'_, State> {
         let mut state = self.lock();
         state.version += 1;
+        state.changes += 1;
         state
     }
 
@@ -210,6 +214,7 @@ impl BookStore for MemStore {
         }
         let deleted = state.books.remove(&id).is_some();
         state.version += u64::from(deleted);
+        state.changes += u64::from(deleted);
         Ok(Guarded::Done(deleted))
     }
 
@@ -270,6 +275,24 @@ impl BookStore for MemStore {
 
     async fn version(&self) -> Result<Option<u64>, StoreError> {
         Ok(self.known_version())
+    }
+
+    async fn check_version(&self, above: i64) -> Result<Option<VersionReading>, StoreError> {
+        let state = self.read();
+        let count_above = match above.checked_add(1) {
+            Some(next) => state.books.range(next..).count() as u64,
+            None => 0,
+        };
+        Ok(Some(VersionReading {
+            version: state.version,
+            books: Some(BooksTally {
+                changes: state.changes,
+                total: state.books.len() as u64,
+                max_id: state.books.keys().next_back().copied().unwrap_or(0),
+                above,
+                count_above,
+            }),
+        }))
     }
 
     /// Always known: the version lives in this process.

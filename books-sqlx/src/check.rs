@@ -15,11 +15,14 @@
 //! the answer is at least as new as anything acknowledged before it asked); otherwise it
 //! waits its turn and sends one, which every caller queued behind it then shares.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
-use books_core::StoreError;
-use sqlx::{ConnectOptions, Database, Executor, FromRow, IntoArguments, Pool, SqlStr};
+use books_core::{BooksTally, StoreError, VersionReading};
+use sqlx::{
+    AssertSqlSafe, ConnectOptions, Database, Encode, Executor, FromRow, IntoArguments, Pool,
+    SqlSafeStr, SqlStr, Type,
+};
 use tokio::sync::Mutex;
 use tokio::time::timeout;
 
@@ -35,16 +38,36 @@ pub(crate) const CHECK_TIMEOUT: Duration = crate::ACQUIRE_TIMEOUT;
 pub(crate) struct Checked {
     /// The store's version.
     pub(crate) version: i64,
+    /// The books' tally, read with the version.
+    pub(crate) books: BooksTally,
     /// The primary's WAL position (PostgreSQL with replicas), in bytes.
     pub(crate) position: Option<i64>,
 }
 
+impl Checked {
+    /// As the API's cache takes it.
+    pub(crate) fn reading(&self) -> VersionReading {
+        VersionReading {
+            version: self.version as u64,
+            books: Some(self.books),
+        }
+    }
+}
+
+/// The check's statement ([`check_sql`](crate::rows::check_sql)) with the id it counts
+/// above written in: a parameter's placeholder, or the number itself.
+pub(crate) type CheckSql = Box<dyn Fn(&str) -> String + Send + Sync>;
+
 /// A store's check, shared by its clones.
 pub(crate) struct Check<DB: Database> {
-    /// One row: the version and the position (or a null `BIGINT`).
+    /// The statement, with its one parameter (the id it counts above).
     sql: SqlStr,
-    /// Sent with the simple protocol (a transaction pooler: no named statement).
-    simple: bool,
+    /// Sent with the simple protocol (a transaction pooler: no named statement), the
+    /// number written into the statement.
+    simple: Option<CheckSql>,
+    /// The id the last check counted above: what a check asked for by a caller with no
+    /// id of its own counts above (so it serves the cache's callers too).
+    above: AtomicI64,
     /// Run on a connection of its own rather than through the pool.
     own: bool,
     /// How many checks were started.
@@ -62,7 +85,7 @@ impl<DB: Database> std::fmt::Debug for Check<DB> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Check")
             .field("own", &self.own)
-            .field("simple", &self.simple)
+            .field("simple", &self.simple.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -72,13 +95,16 @@ where
     DB: Database,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
-    (i64, Option<i64>): for<'r> FromRow<'r, DB::Row>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    (i64, i64, i64, i64, i64, Option<i64>): for<'r> FromRow<'r, DB::Row>,
 {
-    /// A check that runs `sql`, on a connection of its own if `own`.
-    pub(crate) fn new(sql: SqlStr, simple: bool, own: bool) -> Self {
+    /// A check that runs `sql` with `placeholder` for its parameter (or, if `simple`, the
+    /// number written in), on a connection of its own if `own`.
+    pub(crate) fn new(sql: CheckSql, placeholder: &str, simple: bool, own: bool) -> Self {
         Self {
-            sql,
-            simple,
+            sql: AssertSqlSafe(sql(placeholder)).into_sql_str(),
+            simple: simple.then_some(sql),
+            above: AtomicI64::new(i64::MAX),
             own,
             started: AtomicU64::new(0),
             slot: Mutex::new(Slot {
@@ -91,7 +117,16 @@ where
     /// What a check sent after this call reads (see the module's doc). The own
     /// connection is opened like `pool`'s when there is none; any failure drops it, so
     /// the next check starts on a fresh one, and a closed pool closes it too.
-    pub(crate) async fn run(&self, pool: &Pool<DB>) -> Result<Checked, StoreError> {
+    ///
+    /// It counts the books above `above`, or with `None`, above what the last check did.
+    pub(crate) async fn run(
+        &self,
+        pool: &Pool<DB>,
+        above: Option<i64>,
+    ) -> Result<Checked, StoreError> {
+        if let Some(above) = above {
+            self.above.store(above, Ordering::Relaxed);
+        }
         let asked = self.started.load(Ordering::SeqCst);
         let mut slot = self.slot.lock().await;
         if let Some((number, checked)) = slot.last
@@ -100,10 +135,11 @@ where
             return Ok(checked);
         }
         let number = self.started.fetch_add(1, Ordering::SeqCst) + 1;
+        let above = self.above.load(Ordering::Relaxed);
         let checked = if self.own {
-            self.on_own_connection(&mut slot, pool).await
+            self.on_own_connection(&mut slot, pool, above).await
         } else {
-            fetch(pool, &self.sql, self.simple).await.or_store_error()
+            self.fetch(pool, above).await.or_store_error()
         };
         if let Ok(checked) = checked {
             slot.last = Some((number, checked));
@@ -115,6 +151,7 @@ where
         &self,
         slot: &mut Slot<DB>,
         pool: &Pool<DB>,
+        above: i64,
     ) -> Result<Checked, StoreError> {
         if pool.is_closed() {
             slot.conn = None;
@@ -125,7 +162,7 @@ where
                 slot.conn = Some(pool.connect_options().connect().await?);
             }
             let conn = slot.conn.as_mut().expect("opened above");
-            fetch(conn, &self.sql, self.simple).await
+            self.fetch(conn, above).await
         })
         .await;
         match checked {
@@ -140,21 +177,37 @@ where
             }
         }
     }
-}
 
-/// Runs the check's statement on `executor`.
-async fn fetch<'e, DB, E>(executor: E, sql: &SqlStr, simple: bool) -> Result<Checked, sqlx::Error>
-where
-    DB: Database,
-    E: Executor<'e, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    (i64, Option<i64>): for<'r> FromRow<'r, DB::Row>,
-{
-    let row = if simple {
-        sqlx::raw_sql(sql.clone()).fetch_one(executor).await?
-    } else {
-        sqlx::query(sql.clone()).fetch_one(executor).await?
-    };
-    let (version, position) = <(i64, Option<i64>)>::from_row(&row)?;
-    Ok(Checked { version, position })
+    /// Runs the check's statement on `executor`.
+    async fn fetch<'e, E>(&self, executor: E, above: i64) -> Result<Checked, sqlx::Error>
+    where
+        E: Executor<'e, Database = DB>,
+    {
+        let row = match &self.simple {
+            Some(sql) => {
+                let sql = AssertSqlSafe(sql(&above.to_string())).into_sql_str();
+                sqlx::raw_sql(sql).fetch_one(executor).await?
+            }
+            None => {
+                sqlx::query(self.sql.clone())
+                    .bind(above)
+                    .fetch_one(executor)
+                    .await?
+            }
+        };
+        let (version, changes, total, max_id, count_above, position) =
+            <(i64, i64, i64, i64, i64, Option<i64>)>::from_row(&row)?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok(Checked {
+            version,
+            books: BooksTally {
+                changes: count(changes),
+                total: count(total),
+                max_id,
+                above,
+                count_above: count(count_above),
+            },
+            position,
+        })
+    }
 }

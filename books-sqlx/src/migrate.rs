@@ -30,6 +30,7 @@ pub(crate) const POSTGRES: &[(&str, &str)] = embedded!("postgres":
     "0008_fold_entered_ranges.sql",
     "0009_truncate.sql",
     "0010_idempotency_keys.sql",
+    "0011_changes.sql",
 );
 
 #[cfg(feature = "sqlite")]
@@ -40,6 +41,7 @@ pub(crate) const SQLITE: &[(&str, &str)] = embedded!("sqlite":
     "0004_book_ranges.sql",
     "0005_book_groups.sql",
     "0006_idempotency_keys.sql",
+    "0007_changes.sql",
 );
 
 /// A migrator of `files` (`<version>_<description>.sql`, as sqlx's `migrate!` reads a

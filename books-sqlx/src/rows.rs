@@ -326,11 +326,17 @@ impl Statements {
     }
 }
 
-/// The version check's statement for tables behind `schema` (see [`Statements::new`]): the
-/// version, and `position`, an SQL expression of type `BIGINT` (the primary's WAL
-/// position, or a null).
-pub(crate) fn check_sql(schema: &str, position: &str) -> String {
-    format!("SELECT CAST(SUM(version) AS BIGINT), {position} FROM {schema}book_count")
+/// The version check's statement for tables behind `schema` (see [`Statements::new`]), in
+/// one snapshot: the version, `changes`, the total, the greatest id, how many books have
+/// an id greater than `above` (a parameter or a literal), and `position`, an SQL
+/// expression of type `BIGINT` (the primary's WAL position, or a null).
+pub(crate) fn check_sql(schema: &str, position: &str, above: &str) -> String {
+    format!(
+        "SELECT CAST(SUM(version) AS BIGINT), CAST(SUM(changes) AS BIGINT), \
+         CAST(SUM(n) AS BIGINT), (SELECT COALESCE(MAX(id), 0) FROM {schema}books), \
+         (SELECT COUNT(*) FROM {schema}books WHERE id > {above}), {position} \
+         FROM {schema}book_count"
+    )
 }
 
 /// No position: a `BIGINT` null.

@@ -4,17 +4,19 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use books_core::{BookInput, BookRecord, Guarded, KeyedCreate, Precondition, StoreError};
+use books_core::{
+    BookInput, BookRecord, Guarded, KeyedCreate, Precondition, StoreError, VersionReading,
+};
 use chrono::{DateTime, Utc};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     Sqlite, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
+use sqlx::SqlStr;
 
 use crate::batch::{Created, Creates, NewBook, Write};
-use crate::check::Check;
+use crate::check::{Check, CheckSql};
 use crate::error::OrStoreError;
 use crate::queries::{self, Arg, Read, Run, bind, book_args, insert_in};
 use crate::rows::{LIST_SQLITE, NO_POSITION, Statements, StoreRow, check_sql};
@@ -85,7 +87,7 @@ impl SqliteStore {
         let writer = pool(1).connect_with(options.clone()).await?;
         let readers = pool(4).connect_with(options).await?;
         Ok(Self {
-            check: Arc::new(Check::new(check(), false, true)),
+            check: Arc::new(Check::new(check(), "?", false, true)),
             ..Self::from_pools(writer, readers)
         })
     }
@@ -105,7 +107,7 @@ impl SqliteStore {
             readers,
             writer,
             sql: Arc::new(Statements::new(LIST_SQLITE, "")),
-            check: Arc::new(Check::new(check(), false, false)),
+            check: Arc::new(Check::new(check(), "?", false, false)),
             creates: Arc::default(),
         }
     }
@@ -157,8 +159,8 @@ impl SqliteStore {
 }
 
 /// The version check's statement.
-fn check() -> SqlStr {
-    AssertSqlSafe(check_sql("", NO_POSITION)).into_sql_str()
+fn check() -> CheckSql {
+    Box::new(|above| check_sql("", NO_POSITION, above))
 }
 
 /// Reads through the readers, writes through the writer.
@@ -259,8 +261,12 @@ impl SqliteStore {
 
 queries::sql_store!(SqliteStore {
     async fn version(&self) -> Result<Option<u64>, StoreError> {
-        let checked = self.check.run(&self.readers).await?;
+        let checked = self.check.run(&self.readers, None).await?;
         Ok(Some(checked.version as u64))
+    }
+
+    async fn check_version(&self, above: i64) -> Result<Option<VersionReading>, StoreError> {
+        Ok(Some(self.check.run(&self.readers, Some(above)).await?.reading()))
     }
 
     /// Checked and written under the database's write lock.

@@ -37,7 +37,9 @@ async fn fresh() -> SqliteStore {
 }
 
 mod common;
-use common::{api_works, cache_is_exact_across_writers, host_migrator};
+use common::{
+    api_works, cache_is_exact_across_writers, host_migrator, kept_pages_stay_exact_across_writers,
+};
 
 mod conformance {
     use super::*;
@@ -270,6 +272,15 @@ async fn version_sees_every_writer() {
 async fn cached_reads_see_every_writer() {
     let (ours, theirs, host) = two_stores_and_a_host().await;
     cache_is_exact_across_writers(ours, theirs, async |sql, author| {
+        host_sql(&host, sql, author).await
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn kept_pages_see_every_writer() {
+    let (ours, theirs, host) = two_stores_and_a_host().await;
+    kept_pages_stay_exact_across_writers(ours, theirs, "", async |sql, author| {
         host_sql(&host, sql, author).await
     })
     .await;

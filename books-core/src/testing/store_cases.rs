@@ -520,6 +520,53 @@ pub async fn version_changes_with_every_write(store: impl TestStore) {
     changed(&store, "delete").await;
 }
 
+/// The version check's tally ([`BooksTally`](crate::BooksTally)) tells creates from
+/// every other write: after creates alone the new reading is "only appended" to the old
+/// one; after an update, a delete or any author write it is not.
+pub async fn version_tally_tells_creates_from_other_writes(store: impl TestStore) {
+    async fn reading(store: &impl TestStore, above: i64) -> crate::BooksTally {
+        let reading = store
+            .check_version(above)
+            .await
+            .expect("check")
+            .expect("the store keeps a version");
+        let tally = reading.books.expect("the store keeps a tally");
+        assert_eq!(tally.above, above, "the id asked about");
+        tally
+    }
+    let id = author(&store, "A").await;
+    let empty = reading(&store, i64::MAX).await;
+    assert_eq!((empty.total, empty.max_id, empty.count_above), (0, 0, 0));
+    let first = create(&store, "T", id).await;
+    let second = create(&store, "U", id).await;
+    let after = reading(&store, empty.max_id).await;
+    assert_eq!((after.total, after.max_id), (2, second));
+    assert_eq!(after.count_above, 2, "books above {}", empty.max_id);
+    assert!(after.only_appended_since(&empty), "creates: {after:?} after {empty:?}");
+    create(&store, "V", id).await;
+    let more = reading(&store, after.max_id).await;
+    assert!(more.only_appended_since(&after), "a third create");
+    assert_eq!(more.count_above, 1);
+
+    let mut last = more;
+    let mut other_write = async |store: &_, what: &str| {
+        let now = reading(store, last.max_id).await;
+        assert!(!now.only_appended_since(&last), "{what}: {now:?} after {last:?}");
+        last = now;
+    };
+    store
+        .update(first, &input("W", id, 2021), at(2))
+        .await
+        .unwrap();
+    other_write(&store, "update").await;
+    let other = author(&store, "B").await;
+    other_write(&store, "add an author").await;
+    assert!(store.remove_author(other).await.unwrap());
+    other_write(&store, "remove an author").await;
+    assert!(store.delete(second).await.unwrap());
+    other_write(&store, "delete").await;
+}
+
 /// Pages and books come with the version they were read at (same round trip): the
 /// version a check reads before and after, moving with writes.
 pub async fn reads_carry_their_version(store: impl TestStore) {

@@ -10,19 +10,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use books_core::{BookInput, BookRecord, Guarded, KeyedCreate, Precondition, StoreError};
+use books_core::{
+    BookInput, BookRecord, Guarded, KeyedCreate, Precondition, StoreError, VersionReading,
+};
 use chrono::{DateTime, Utc};
 use metrics::counter;
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow, Postgres};
-use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
+use sqlx::{AssertSqlSafe, SqlStr};
 
 pub use replicas::{DEFAULT_WAIT as DEFAULT_REPLICA_WAIT, DOWN_FOR, PROBE_INTERVAL, ReplicaState};
 
 use self::replicas::Replicas;
 use self::session::{Session, inline, session_settings};
 use crate::batch::{self, Created, Creates, NewBook, Write};
-use crate::check::Check;
+use crate::check::{Check, CheckSql};
 use crate::error::OrStoreError;
 use crate::push::{self, Push};
 use crate::queries::{self, Arg, Read, Run, bind, book_args, insert_in, key_args};
@@ -119,7 +121,7 @@ impl PostgresStore {
             session: Session::default(),
             pooled: Arc::default(),
             own: false,
-            check: Arc::new(Check::new(SqlStr::from_static(""), false, false)),
+            check: Arc::new(Check::new(Box::new(|_| String::new()), "", false, false)),
             replicas: None,
             notify: None,
             push: None,
@@ -153,14 +155,18 @@ impl PostgresStore {
         } else {
             NO_POSITION
         };
-        let mut check = check_sql(&schema, position);
-        if self.session.pooler {
-            check = format!("{}; {check}", session::local_settings());
-        }
-        let check = AssertSqlSafe(check).into_sql_str();
+        let pooler = self.session.pooler;
+        let check: CheckSql = Box::new(move |above| {
+            let check = check_sql(&schema, position, above);
+            if pooler {
+                format!("{}; {check}", session::local_settings())
+            } else {
+                check
+            }
+        });
         Self {
-            sql: Arc::new(Statements::new(LIST_POSTGRES, &schema)),
-            check: Arc::new(Check::new(check, self.session.pooler, self.own)),
+            sql: Arc::new(Statements::new(LIST_POSTGRES, &self.sql_schema())),
+            check: Arc::new(Check::new(check, "$1", pooler, self.own)),
             ..self
         }
     }
@@ -444,7 +450,7 @@ impl Run for PostgresStore {
     ) -> Result<Vec<PgRow>, StoreError> {
         match (&self.replicas, to) {
             (Some(replicas), Read::Data) => {
-                let position = self.check.run(&self.pool).await?.position;
+                let position = self.check.run(&self.pool, None).await?.position;
                 let position = position.ok_or_else(|| StoreError::other("no WAL position"))?;
                 let statement = inline(sql.as_str(), args).or_store_error()?;
                 match replicas.read(position, &statement).await {
@@ -628,7 +634,11 @@ fn pool_options(pooled: &Arc<AtomicBool>) -> PgPoolOptions {
 
 queries::sql_store!(PostgresStore {
     async fn version(&self) -> Result<Option<u64>, StoreError> {
-        Ok(Some(self.check.run(&self.pool).await?.version as u64))
+        Ok(Some(self.check.run(&self.pool, None).await?.version as u64))
+    }
+
+    async fn check_version(&self, above: i64) -> Result<Option<VersionReading>, StoreError> {
+        Ok(Some(self.check.run(&self.pool, Some(above)).await?.reading()))
     }
 
     /// While [`listening`](Self::listening) in push mode: the version the listener last read.

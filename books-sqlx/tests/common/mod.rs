@@ -127,6 +127,96 @@ pub async fn cache_is_exact_across_writers<S>(
     );
 }
 
+/// Full pages the cache keeps across creates (rendered again with the new total) stay
+/// exact whoever writes: creates through another API, a host's INSERT above the greatest
+/// id (an append) and one that fills a deleted id below it (not an append: the pages
+/// after it shift), and a host's UPDATE. `overriding` is what an INSERT needs to give
+/// an id of its own (PostgreSQL: `OVERRIDING SYSTEM VALUE`).
+pub async fn kept_pages_stay_exact_across_writers<S>(
+    ours: S,
+    theirs: S,
+    overriding: &str,
+    host: impl AsyncFn(&str, i64),
+) where
+    S: BookStore + AuthorStore + Clone,
+{
+    let author = ours.add_author(Some("A")).await.unwrap();
+    let config = || Config::default().with_page_size(std::num::NonZeroU32::new(2).unwrap());
+    let a = BooksApi::new(ours, config());
+    let b = BooksApi::new(theirs, config());
+    let form = |title: &str| format!("title={title}&author_id={author}&year=2020");
+    let mut ids = Vec::new();
+    for title in ["One", "Two", "Three", "Four", "Five"] {
+        let (status, created) = call(&b, "POST", "/api/books", &form(title)).await;
+        assert_eq!(status, 201);
+        ids.push(created["id"].as_i64().unwrap());
+    }
+    let (status, _) = call(&b, "DELETE", &format!("/api/books/{}", ids[1]), "").await;
+    assert_eq!(status, 200);
+    let titles = async |page: u64| {
+        let (status, list) = call(&a, "GET", &format!("/api/books?page={page}"), "").await;
+        assert_eq!(status, 200);
+        let titles: Vec<String> = list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["title"].as_str().unwrap().to_owned())
+            .collect();
+        (titles, list["meta"]["total"].as_u64().unwrap())
+    };
+    let warm = async || {
+        for _ in 0..2 {
+            for page in 1..=3 {
+                titles(page).await;
+            }
+        }
+    };
+    warm().await;
+    assert_eq!(titles(1).await, (vec!["One".into(), "Three".into()], 4));
+
+    call(&b, "POST", "/api/books", &form("Six")).await;
+    assert_eq!(titles(1).await, (vec!["One".into(), "Three".into()], 5));
+    assert_eq!(titles(3).await, (vec!["Six".into()], 5), "another API's create");
+    warm().await;
+
+    host(
+        "INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
+         VALUES ('Appended', $1, 2020, '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
+        author,
+    )
+    .await;
+    assert_eq!(titles(2).await, (vec!["Four".into(), "Five".into()], 6));
+    assert_eq!(
+        titles(3).await,
+        (vec!["Six".into(), "Appended".into()], 6),
+        "a host's append"
+    );
+    warm().await;
+
+    // The deleted book's id, below the greatest: "Filled" goes between One and Three.
+    let filled = format!(
+        "INSERT INTO {{s}}books (id, title, author_id, year, created_at, updated_at) \
+         {overriding} VALUES ({}, 'Filled', $1, 2020, '2026-01-01 00:00:00', \
+         '2026-01-01 00:00:00')",
+        ids[1]
+    );
+    host(&filled, author).await;
+    assert_eq!(
+        titles(1).await,
+        (vec!["One".into(), "Filled".into()], 7),
+        "a host's insert below the greatest id"
+    );
+    assert_eq!(titles(2).await, (vec!["Three".into(), "Four".into()], 7));
+    warm().await;
+
+    host(
+        "UPDATE {s}books SET title = 'Changed' WHERE author_id = $1 AND title = 'Three'",
+        author,
+    )
+    .await;
+    assert_eq!(titles(2).await, (vec!["Changed".into(), "Four".into()], 7));
+}
+
 /// Pages at and across the boundaries of range groups (32,768 ids) match a walk through
 /// the ids, after a host's bulk load of 70,000 books and deletes around the boundaries
 /// (by the host's SQL and through the store).

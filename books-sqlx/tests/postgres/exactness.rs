@@ -28,6 +28,18 @@ async fn cached_reads_see_every_writer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_pages_see_every_writer() {
+    if !available().await {
+        return;
+    }
+    let (ours, theirs, schema, host) = two_stores_and_a_host().await;
+    common::kept_pages_stay_exact_across_writers(ours, theirs, "OVERRIDING SYSTEM VALUE", async |sql, author| {
+        host_sql(&host, &schema, sql, author).await
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deep_pages_cross_groups() {
     if !available().await {
         return;

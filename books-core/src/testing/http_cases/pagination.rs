@@ -153,3 +153,64 @@ pub async fn action_list_links_use_action_path(make: &impl MakeHarness) {
         format!("{BASE}/api/books/list?page=1&include=author")
     );
 }
+
+/// Pages read before a create show it at once (the cache keeps full pages across
+/// creates and renders their `meta` and `links` again): new total, new links, new tag,
+/// the new book on the page that gains it; an update after them shows too.
+pub async fn pages_stay_exact_across_creates(make: &impl MakeHarness) {
+    let app = start(make, |c| c.with_page_size(NonZeroU32::new(2).unwrap())).await;
+    let ids = app.seed(4).await;
+    let author = app.author("Later").await;
+    let app = &app;
+    let read = |page: u64| async move {
+        let reply = app.get(&format!("/api/books?page={page}")).await.expect(200);
+        let tag = reply.header("etag").expect("an ETag").to_owned();
+        (reply.json(), tag)
+    };
+    let data_ids = |body: &Value| -> Vec<i64> {
+        body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["id"].as_i64().unwrap())
+            .collect()
+    };
+    // Twice each: the second read is the cached one.
+    for _ in 0..2 {
+        for page in 1..=3 {
+            read(page).await;
+        }
+    }
+    let (_, tag) = read(1).await;
+    let created = app.book(author, "Fifth").await;
+    let (first, new_tag) = read(1).await;
+    assert_eq!(data_ids(&first), ids[0..2]);
+    assert_eq!(
+        first["meta"],
+        json!({"page": 1, "perPage": 2, "total": 5, "totalPages": 3})
+    );
+    assert_eq!(
+        first["links"]["last"],
+        json!(format!("{BASE}/api/books?page=3"))
+    );
+    assert_ne!(new_tag, tag, "new bytes, new tag");
+    let stale = app
+        .send("GET", "/api/books?page=1", &[("if-none-match", &tag)], Bytes::new())
+        .await;
+    assert_eq!(stale.status, 200, "the old tag no longer matches");
+    let (second, _) = read(2).await;
+    assert_eq!(second["meta"]["total"], 5);
+    assert_eq!(second["links"]["next"], json!(format!("{BASE}/api/books?page=3")));
+    let (third, _) = read(3).await;
+    assert_eq!(data_ids(&third), [created]);
+
+    app.valid_write("PUT", &format!("/api/books/{}", ids[0]), author, "Retitled")
+        .await
+        .expect(200);
+    let (first, _) = read(1).await;
+    assert_eq!(first["data"][0]["title"], "Retitled", "an update");
+    app.book(author, "Sixth").await;
+    let (first, _) = read(1).await;
+    assert_eq!(first["meta"]["total"], 6, "a second create");
+    assert_eq!(first["data"][0]["title"], "Retitled");
+}
