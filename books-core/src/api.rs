@@ -562,9 +562,13 @@ impl BooksApi {
             xml: format == Format::Xml,
         };
         let inner = &self.inner;
-        read_through(inner.cache.as_ref(), &inner.store, key, &parts.headers, |source| {
-            self.render_list(source, page, includes, action, format)
-        })
+        read_through(
+            inner.cache.as_ref(),
+            &inner.store,
+            key,
+            &parts.headers,
+            |source| self.render_list(source, page, includes, action, format),
+        )
         .await
     }
 
@@ -638,9 +642,13 @@ impl BooksApi {
             xml: format == Format::Xml,
         };
         let inner = &self.inner;
-        read_through(inner.cache.as_ref(), &inner.store, key, &parts.headers, |_| {
-            self.read_book(id, includes, format)
-        })
+        read_through(
+            inner.cache.as_ref(),
+            &inner.store,
+            key,
+            &parts.headers,
+            |_| self.read_book(id, includes, format),
+        )
         .await
     }
 

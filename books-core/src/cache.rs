@@ -698,13 +698,25 @@ mod tests {
         };
         let mark = cache.look(&KEY, None).mark;
         cache.put(KEY, 3, mark, &rendered("kept"));
-        assert_eq!(cache.look(&KEY, Some(3)).trusted, None, "until a check read it");
+        assert_eq!(
+            cache.look(&KEY, Some(3)).trusted,
+            None,
+            "until a check read it"
+        );
         lock(&cache.entries).checked_at(reading(3), mark);
         assert_eq!(cache.look(&KEY, Some(3)).trusted, Some(3));
         cache.wrote();
-        assert_eq!(cache.look(&KEY, Some(3)).trusted, None, "maybe not pushed yet");
+        assert_eq!(
+            cache.look(&KEY, Some(3)).trusted,
+            None,
+            "maybe not pushed yet"
+        );
         lock(&cache.entries).checked_at(reading(4), mark);
-        assert_eq!(cache.look(&KEY, Some(4)).trusted, None, "a check sent before it");
+        assert_eq!(
+            cache.look(&KEY, Some(4)).trusted,
+            None,
+            "a check sent before it"
+        );
         let mark = cache.look(&KEY, None).mark;
         lock(&cache.entries).checked_at(reading(4), mark);
         assert_eq!(cache.look(&KEY, Some(4)).trusted, Some(4));
@@ -775,15 +787,24 @@ mod tests {
             }
             _ => panic!("page 1's rows, to render under 27"),
         }
-        assert!(matches!(cache.find(&list(2), 12, &HeaderMap::new()), Found::Miss));
+        assert!(matches!(
+            cache.find(&list(2), 12, &HeaderMap::new()),
+            Found::Miss
+        ));
 
         // A book added below the old greatest id (a host's explicit id): not appends.
         lock(&cache.entries).advance(VersionReading {
             version: 13,
             books: Some(tally(5, 28, 27, 27, 0)),
         });
-        assert!(matches!(cache.find(&KEY, 13, &HeaderMap::new()), Found::Miss));
-        assert!(matches!(cache.find(&list(1), 13, &HeaderMap::new()), Found::Miss));
+        assert!(matches!(
+            cache.find(&KEY, 13, &HeaderMap::new()),
+            Found::Miss
+        ));
+        assert!(matches!(
+            cache.find(&list(1), 13, &HeaderMap::new()),
+            Found::Miss
+        ));
 
         // Any other write moves `changes`.
         cache.put(KEY, 13, mark, &rendered("book"));
@@ -791,6 +812,9 @@ mod tests {
             version: 14,
             books: Some(tally(6, 28, 27, 27, 0)),
         });
-        assert!(matches!(cache.find(&KEY, 14, &HeaderMap::new()), Found::Miss));
+        assert!(matches!(
+            cache.find(&KEY, 14, &HeaderMap::new()),
+            Found::Miss
+        ));
     }
 }

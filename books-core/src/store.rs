@@ -302,10 +302,10 @@ pub trait BookStore: Debug + Send + Sync + 'static {
     /// that wraps another should forward this as well as `version`.
     async fn check_version(&self, above: i64) -> Result<Option<VersionReading>, StoreError> {
         let _ = above;
-        Ok(self
-            .version()
-            .await?
-            .map(|version| VersionReading { version, books: None }))
+        Ok(self.version().await?.map(|version| VersionReading {
+            version,
+            books: None,
+        }))
     }
 
     /// The [`version`](Self::version) without a round trip, when this process knows it

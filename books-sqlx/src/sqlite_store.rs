@@ -8,12 +8,12 @@ use books_core::{
     BookInput, BookRecord, Guarded, KeyedCreate, Precondition, StoreError, VersionReading,
 };
 use chrono::{DateTime, Utc};
+use sqlx::SqlStr;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     Sqlite, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
-use sqlx::SqlStr;
 
 use crate::batch::{Created, Creates, NewBook, Write};
 use crate::check::{Check, CheckSql};

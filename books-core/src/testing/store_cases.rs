@@ -542,7 +542,10 @@ pub async fn version_tally_tells_creates_from_other_writes(store: impl TestStore
     let after = reading(&store, empty.max_id).await;
     assert_eq!((after.total, after.max_id), (2, second));
     assert_eq!(after.count_above, 2, "books above {}", empty.max_id);
-    assert!(after.only_appended_since(&empty), "creates: {after:?} after {empty:?}");
+    assert!(
+        after.only_appended_since(&empty),
+        "creates: {after:?} after {empty:?}"
+    );
     create(&store, "V", id).await;
     let more = reading(&store, after.max_id).await;
     assert!(more.only_appended_since(&after), "a third create");
@@ -551,7 +554,10 @@ pub async fn version_tally_tells_creates_from_other_writes(store: impl TestStore
     let mut last = more;
     let mut other_write = async |store: &_, what: &str| {
         let now = reading(store, last.max_id).await;
-        assert!(!now.only_appended_since(&last), "{what}: {now:?} after {last:?}");
+        assert!(
+            !now.only_appended_since(&last),
+            "{what}: {now:?} after {last:?}"
+        );
         last = now;
     };
     store

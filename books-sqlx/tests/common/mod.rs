@@ -176,7 +176,11 @@ pub async fn kept_pages_stay_exact_across_writers<S>(
 
     call(&b, "POST", "/api/books", &form("Six")).await;
     assert_eq!(titles(1).await, (vec!["One".into(), "Three".into()], 5));
-    assert_eq!(titles(3).await, (vec!["Six".into()], 5), "another API's create");
+    assert_eq!(
+        titles(3).await,
+        (vec!["Six".into()], 5),
+        "another API's create"
+    );
     warm().await;
 
     host(

@@ -33,9 +33,12 @@ async fn kept_pages_see_every_writer() {
         return;
     }
     let (ours, theirs, schema, host) = two_stores_and_a_host().await;
-    common::kept_pages_stay_exact_across_writers(ours, theirs, "OVERRIDING SYSTEM VALUE", async |sql, author| {
-        host_sql(&host, &schema, sql, author).await
-    })
+    common::kept_pages_stay_exact_across_writers(
+        ours,
+        theirs,
+        "OVERRIDING SYSTEM VALUE",
+        async |sql, author| host_sql(&host, &schema, sql, author).await,
+    )
     .await;
 }
 

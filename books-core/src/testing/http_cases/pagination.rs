@@ -163,7 +163,10 @@ pub async fn pages_stay_exact_across_creates(make: &impl MakeHarness) {
     let author = app.author("Later").await;
     let app = &app;
     let read = |page: u64| async move {
-        let reply = app.get(&format!("/api/books?page={page}")).await.expect(200);
+        let reply = app
+            .get(&format!("/api/books?page={page}"))
+            .await
+            .expect(200);
         let tag = reply.header("etag").expect("an ETag").to_owned();
         (reply.json(), tag)
     };
@@ -195,12 +198,20 @@ pub async fn pages_stay_exact_across_creates(make: &impl MakeHarness) {
     );
     assert_ne!(new_tag, tag, "new bytes, new tag");
     let stale = app
-        .send("GET", "/api/books?page=1", &[("if-none-match", &tag)], Bytes::new())
+        .send(
+            "GET",
+            "/api/books?page=1",
+            &[("if-none-match", &tag)],
+            Bytes::new(),
+        )
         .await;
     assert_eq!(stale.status, 200, "the old tag no longer matches");
     let (second, _) = read(2).await;
     assert_eq!(second["meta"]["total"], 5);
-    assert_eq!(second["links"]["next"], json!(format!("{BASE}/api/books?page=3")));
+    assert_eq!(
+        second["links"]["next"],
+        json!(format!("{BASE}/api/books?page=3"))
+    );
     let (third, _) = read(3).await;
     assert_eq!(data_ids(&third), [created]);
 
