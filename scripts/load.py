@@ -7,7 +7,7 @@ that answer the same paths with the same bytes.
     python3 scripts/load.py --metrics-cost [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --shedding [--books 200000] [--seconds 5]
     python3 scripts/load.py --cache [--stores sqlite,postgres] [--rounds 3] [--seconds 5] [--before OLD_BINARY]
-    python3 scripts/load.py --versus [--stores sqlite,postgres] [--books 1000] [--rounds 3] [--seconds 5] [--push]
+    python3 scripts/load.py --versus [--stores sqlite,postgres] [--books 1000] [--rounds 3] [--seconds 5] [--push] [--before OLD_BINARY]
     python3 scripts/load.py --cache-memory [--books 1000000]
     python3 scripts/load.py --instructions [--stores memory,postgres] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --pooler [--rounds 3] [--seconds 5]
@@ -31,9 +31,11 @@ without a bound on requests in flight and with `--max-in-flight 8`: p50/p99 of a
 (200) answers, the share shed (503) and how fast a 503 comes.
 
 `--versus` runs the server beside the hand-written axum + sqlx server
-(`benches/handwritten.rs`, its own tables, no cache) on the same database: list page 1
-and get one (16 connections), creates (50 connections), and a mixed workload (95% reads
-over the first 10 pages, 5% creates, 32 connections); throughput ratio to hand-written.
+(`benches/handwritten.rs`, its own tables, no cache) on the same database, both with their
+defaults: ping, list page 1 and get one (16 connections), creates (50 connections), and a
+mixed workload (95% reads over the first 10 pages, 5% creates, 32 connections);
+throughput ratio to hand-written. `--before` adds an older server binary on a database
+of its own.
 With `--push`, our server runs PostgreSQL in push mode (what every write then costs).
 
 `--cache` adds, on PostgreSQL, a server in push mode beside the exact one (and with
@@ -195,16 +197,17 @@ def save_bodies(port, tmp):
     return specs
 
 
-def prepare_store(store, tmp):
+def prepare_store(store, tmp, name="load"):
     if store == "memory":
         return "memory"
     if store == "sqlite":
-        return f"sqlite://{tmp}/load.db"
+        return f"sqlite://{tmp}/{name}.db"
+    database = f"books_{name}"
     subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-qc",
-                    "DROP DATABASE IF EXISTS books_load"], check=True, capture_output=True)
+                    f"DROP DATABASE IF EXISTS {database}"], check=True, capture_output=True)
     subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-qc",
-                    "CREATE DATABASE books_load"], check=True, capture_output=True)
-    return PG_URL
+                    f"CREATE DATABASE {database}"], check=True, capture_output=True)
+    return PG_URL.rsplit("/", 1)[0] + "/" + database
 
 
 POST_LUA = """
@@ -484,8 +487,11 @@ def versus(args):
         with open(scripts[name], "w") as f:
             f.write(text)
     ports = {"ours": 18094, "handwritten": 18095}
+    if args.before:
+        ports["before"] = 18096
     push = ["--push", "true"] if args.push else []
-    runs = {"list p1 + include": ("/api/books?include=author", None, 16),
+    runs = {"ping": ("/api/ping", None, 16),
+            "list p1 + include": ("/api/books?include=author", None, 16),
             "get one + include": ("/api/books/7?include=author", None, 16),
             "creates": ("/api/books", "create", 50),
             "mixed 95/5": ("/", "mixed", 32)}
@@ -503,7 +509,13 @@ def versus(args):
         procs = {}
         try:
             procs["ours"] = start([SERVER, "--listen", f"127.0.0.1:{ports['ours']}", "--database-url", url,
-                                   "--metrics", "false", *(push if store == "postgres" else [])], ports["ours"])
+                                   *(push if store == "postgres" else [])], ports["ours"])
+            if args.before:
+                # Its own database: an older binary refuses newer migrations.
+                before_url = prepare_store(store, tmp, "before")
+                procs["before"] = start([args.before, "--listen", f"127.0.0.1:{ports['before']}",
+                                         "--database-url", before_url,
+                                         *(push if store == "postgres" else [])], ports["before"])
             procs["handwritten"] = start([f"{RELEASE}/handwritten", hand_url, f"127.0.0.1:{ports['handwritten']}"],
                                          ports["handwritten"])
             for port in ports.values():
@@ -853,7 +865,7 @@ def main():
     parser.add_argument("--push", action="store_true", help="--versus: our server in PostgreSQL push mode")
     parser.add_argument("--workloads", help="--versus: only these, by first word (list,get,creates,mixed)")
     parser.add_argument("--books", type=int, default=200_000)
-    parser.add_argument("--before", help="--metrics-cost, --instructions, --cache: an older server binary to run beside")
+    parser.add_argument("--before", help="--metrics-cost, --instructions, --cache, --versus: an older server binary to run beside")
     args = parser.parse_args()
     ensure_tools(fixed_rate=not (args.bindings or args.metrics_cost or args.shedding or args.cache
                                  or args.versus or args.cache_memory or args.instructions
