@@ -55,12 +55,13 @@ impl Checked {
 }
 
 /// The check's statement ([`check_sql`](crate::rows::check_sql)) with the id it counts
-/// above written in: a parameter's placeholder, or the number itself.
-pub(crate) type CheckSql = Box<dyn Fn(&str) -> String + Send + Sync>;
+/// above and the previous version written in: parameters' placeholders, or the numbers.
+pub(crate) type CheckSql = Box<dyn Fn(&str, &str) -> String + Send + Sync>;
 
 /// A store's check, shared by its clones.
 pub(crate) struct Check<DB: Database> {
-    /// The statement, with its one parameter (the id it counts above).
+    /// The statement, with its two parameters (the id it counts above, the previous
+    /// version).
     sql: SqlStr,
     /// Sent with the simple protocol (a transaction pooler: no named statement), the
     /// number written into the statement.
@@ -96,13 +97,13 @@ where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
-    (i64, i64, i64, i64, i64, Option<i64>): for<'r> FromRow<'r, DB::Row>,
+    (i64, i64, i64, Option<i64>, Option<i64>, Option<i64>): for<'r> FromRow<'r, DB::Row>,
 {
-    /// A check that runs `sql` with `placeholder` for its parameter (or, if `simple`, the
-    /// number written in), on a connection of its own if `own`.
-    pub(crate) fn new(sql: CheckSql, placeholder: &str, simple: bool, own: bool) -> Self {
+    /// A check that runs `sql` with `placeholders` for its parameters (or, if `simple`,
+    /// the numbers written in), on a connection of its own if `own`.
+    pub(crate) fn new(sql: CheckSql, placeholders: [&str; 2], simple: bool, own: bool) -> Self {
         Self {
-            sql: AssertSqlSafe(sql(placeholder)).into_sql_str(),
+            sql: AssertSqlSafe(sql(placeholders[0], placeholders[1])).into_sql_str(),
             simple: simple.then_some(sql),
             above: AtomicI64::new(i64::MAX),
             own,
@@ -136,10 +137,16 @@ where
         }
         let number = self.started.fetch_add(1, Ordering::SeqCst) + 1;
         let above = self.above.load(Ordering::Relaxed);
+        // The tally the last check read, if it counted above the same id: unchanged while
+        // the version is.
+        let last = slot
+            .last
+            .map(|(_, last)| last)
+            .filter(|last| last.books.above == above);
         let checked = if self.own {
-            self.on_own_connection(&mut slot, pool, above).await
+            self.on_own_connection(&mut slot, pool, above, last).await
         } else {
-            self.fetch(pool, above).await.or_store_error()
+            self.fetch(pool, above, last).await.or_store_error()
         };
         if let Ok(checked) = checked {
             slot.last = Some((number, checked));
@@ -152,6 +159,7 @@ where
         slot: &mut Slot<DB>,
         pool: &Pool<DB>,
         above: i64,
+        last: Option<Checked>,
     ) -> Result<Checked, StoreError> {
         if pool.is_closed() {
             slot.conn = None;
@@ -162,7 +170,7 @@ where
                 slot.conn = Some(pool.connect_options().connect().await?);
             }
             let conn = slot.conn.as_mut().expect("opened above");
-            self.fetch(conn, above).await
+            self.fetch(conn, above, last).await
         })
         .await;
         match checked {
@@ -178,35 +186,52 @@ where
         }
     }
 
-    /// Runs the check's statement on `executor`.
-    async fn fetch<'e, E>(&self, executor: E, above: i64) -> Result<Checked, sqlx::Error>
+    /// Runs the check's statement on `executor`; with `last` (a check that counted above
+    /// `above` too), the tally is read only if the version moved since it.
+    async fn fetch<'e, E>(
+        &self,
+        executor: E,
+        above: i64,
+        last: Option<Checked>,
+    ) -> Result<Checked, sqlx::Error>
     where
         E: Executor<'e, Database = DB>,
     {
+        // No version is negative: -1 reads the tally whatever the version.
+        let last_version = last.map_or(-1, |last| last.version);
         let row = match &self.simple {
             Some(sql) => {
-                let sql = AssertSqlSafe(sql(&above.to_string())).into_sql_str();
-                sqlx::raw_sql(sql).fetch_one(executor).await?
+                let sql = sql(&above.to_string(), &last_version.to_string());
+                sqlx::raw_sql(AssertSqlSafe(sql).into_sql_str())
+                    .fetch_one(executor)
+                    .await?
             }
             None => {
                 sqlx::query(self.sql.clone())
                     .bind(above)
+                    .bind(last_version)
                     .fetch_one(executor)
                     .await?
             }
         };
         let (version, changes, total, max_id, count_above, position) =
-            <(i64, i64, i64, i64, i64, Option<i64>)>::from_row(&row)?;
+            <(i64, i64, i64, Option<i64>, Option<i64>, Option<i64>)>::from_row(&row)?;
         let count = |n: i64| u64::try_from(n).unwrap_or(0);
-        Ok(Checked {
-            version,
-            books: BooksTally {
+        let books = match (max_id, count_above, last) {
+            (Some(max_id), Some(count_above), _) => BooksTally {
                 changes: count(changes),
                 total: count(total),
                 max_id,
                 above,
                 count_above: count(count_above),
             },
+            // Not read: the version is the last check's, and so is the tally.
+            (_, _, Some(last)) if last.version == version => last.books,
+            _ => return Err(sqlx::Error::Protocol("the check read no tally".into())),
+        };
+        Ok(Checked {
+            version,
+            books,
             position,
         })
     }

@@ -87,7 +87,7 @@ impl SqliteStore {
         let writer = pool(1).connect_with(options.clone()).await?;
         let readers = pool(4).connect_with(options).await?;
         Ok(Self {
-            check: Arc::new(Check::new(check(), "?", false, true)),
+            check: Arc::new(Check::new(check(), ["?1", "?2"], false, true)),
             ..Self::from_pools(writer, readers)
         })
     }
@@ -107,7 +107,7 @@ impl SqliteStore {
             readers,
             writer,
             sql: Arc::new(Statements::new(LIST_SQLITE, "")),
-            check: Arc::new(Check::new(check(), "?", false, false)),
+            check: Arc::new(Check::new(check(), ["?1", "?2"], false, false)),
             creates: Arc::default(),
         }
     }
@@ -160,7 +160,7 @@ impl SqliteStore {
 
 /// The version check's statement.
 fn check() -> CheckSql {
-    Box::new(|above| check_sql("", NO_POSITION, above))
+    Box::new(|above, last| check_sql("", NO_POSITION, above, last))
 }
 
 /// Reads through the readers, writes through the writer.

@@ -121,7 +121,7 @@ impl PostgresStore {
             session: Session::default(),
             pooled: Arc::default(),
             own: false,
-            check: Arc::new(Check::new(Box::new(|_| String::new()), "", false, false)),
+            check: Arc::new(Check::new(Box::new(|_, _| String::new()), ["", ""], false, false)),
             replicas: None,
             notify: None,
             push: None,
@@ -156,8 +156,8 @@ impl PostgresStore {
             NO_POSITION
         };
         let pooler = self.session.pooler;
-        let check: CheckSql = Box::new(move |above| {
-            let check = check_sql(&schema, position, above);
+        let check: CheckSql = Box::new(move |above, last| {
+            let check = check_sql(&schema, position, above, last);
             if pooler {
                 format!("{}; {check}", session::local_settings())
             } else {
@@ -166,7 +166,7 @@ impl PostgresStore {
         });
         Self {
             sql: Arc::new(Statements::new(LIST_POSTGRES, &self.sql_schema())),
-            check: Arc::new(Check::new(check, "$1", pooler, self.own)),
+            check: Arc::new(Check::new(check, ["$1", "$2"], pooler, self.own)),
             ..self
         }
     }
