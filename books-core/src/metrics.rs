@@ -98,6 +98,8 @@ struct Handles {
         foldhash::fast::RandomState,
     >,
     in_flight: Option<Gauge>,
+    /// [`CACHE`]'s hits and misses.
+    cache: [Option<Counter>; 2],
 }
 
 thread_local! {
@@ -168,8 +170,12 @@ pub(crate) fn cache(hit: bool) {
         Key::from_static_parts(CACHE, &HIT),
         Key::from_static_parts(CACHE, &MISS),
     ];
-    let key = &KEYS[usize::from(!hit)];
-    metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
+    let outcome = usize::from(!hit);
+    with_handles(|handles, recorder| {
+        handles.cache[outcome]
+            .get_or_insert_with(|| recorder.register_counter(&KEYS[outcome], &METADATA))
+            .increment(1);
+    });
 }
 
 /// Runs one store call and records its duration and outcome under `operation`.
