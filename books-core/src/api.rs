@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use crate::body;
 use crate::cache::{Cache, Key, PageRows, Rendered, Source, copy, read_through};
+use crate::compression::Compression;
 use crate::conditional::{self, IfMatch};
 use crate::config::Config;
 use crate::idempotency::{self, InFlight};
@@ -44,6 +45,8 @@ struct Inner {
     openapi: OnceLock<Bytes>,
     /// Rendered answers, when the configuration caches.
     cache: Option<Cache>,
+    /// Compressed answers, when the configuration compresses.
+    compression: Option<Compression>,
     /// Idempotency keys whose creates this process is answering.
     in_flight: InFlight,
     /// When expired idempotency keys were last forgotten (seconds since the epoch).
@@ -66,12 +69,16 @@ impl BooksApi {
     /// An API over a store that is already shared.
     pub fn from_arc(store: Arc<dyn BookStore>, config: Config) -> Self {
         let cache = config.cache().map(Cache::new);
+        let compression = config
+            .compression()
+            .then(|| Compression::new(config.cache()));
         Self {
             inner: Arc::new(Inner {
                 store,
                 config,
                 openapi: OnceLock::new(),
                 cache,
+                compression,
                 in_flight: InFlight::default(),
                 forgotten_at: AtomicI64::new(0),
                 pings: Mutex::default(),
@@ -153,6 +160,9 @@ impl BooksApi {
                 .instrument(span.clone())
                 .await;
             if parts.method == Method::GET || parts.method == Method::HEAD {
+                if let Some(compression) = &api.inner.compression {
+                    compression.encode(&parts.headers, &mut response);
+                }
                 conditional::not_modified_if_matching(&parts.headers, &mut response);
             }
             if parts.method == Method::HEAD {

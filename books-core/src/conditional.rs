@@ -2,7 +2,9 @@
 //! answers, `If-None-Match` answered with 304 Not Modified, and `If-Match` for writes.
 
 use bytes::Bytes;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, ETAG, HeaderValue, IF_MATCH, IF_NONE_MATCH};
+use http::header::{
+    CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, ETAG, HeaderValue, IF_MATCH, IF_NONE_MATCH,
+};
 use http::{HeaderMap, Response, StatusCode};
 use xxhash_rust::xxh3::Xxh3;
 
@@ -39,6 +41,7 @@ pub(crate) fn make_not_modified(answer: &mut Response<Bytes>) {
     let headers = answer.headers_mut();
     headers.remove(CONTENT_TYPE);
     headers.remove(CONTENT_LENGTH);
+    headers.remove(CONTENT_ENCODING);
 }
 
 /// Whether `If-None-Match` (every field line of it) matches `tag`: `*`, or any listed

@@ -109,6 +109,7 @@ pub struct Config {
     write_token: Option<Arc<str>>,
     openapi: bool,
     cache: Option<CacheLimits>,
+    compression: bool,
     require_if_match: bool,
     idempotency_ttl: Duration,
     clock: Arc<dyn Clock>,
@@ -117,7 +118,7 @@ pub struct Config {
 impl Default for Config {
     /// Prefix `/api`, base URL `http://localhost:8080`, 20 books a page, both route
     /// schemes, basic ping, a 64 KiB body limit, the OpenAPI document served, the cache
-    /// of rendered answers on with its default limits, `If-Match` optional, idempotency
+    /// of rendered answers on with its default limits, compression on, `If-Match` optional, idempotency
     /// keys kept 24 hours, and the system clock.
     fn default() -> Self {
         Self {
@@ -130,6 +131,7 @@ impl Default for Config {
             write_token: None,
             openapi: true,
             cache: Some(CacheLimits::default()),
+            compression: true,
             require_if_match: false,
             idempotency_ttl: Duration::from_secs(24 * 60 * 60),
             clock: Arc::new(SystemClock),
@@ -204,6 +206,17 @@ impl Config {
         self
     }
 
+    /// Whether GET and HEAD answers of 1 KiB or more go compressed (`gzip`, `br` or
+    /// `zstd`, as the request's `Accept-Encoding` prefers), each encoding with a strong
+    /// `ETag` of its own and `Vary: Accept, Accept-Encoding`. On by default. A host that
+    /// compresses in a layer of its own instead (tower-http's `CompressionLayer`) should
+    /// know that such layers keep the identity `ETag` on every encoding, which RFC 9110
+    /// §8.8.3 forbids; with this on, they find the answer encoded and leave it alone.
+    pub fn with_compression(mut self, compress: bool) -> Self {
+        self.compression = compress;
+        self
+    }
+
     /// Whether `PUT` and `DELETE` of a book need `If-Match` (428 without it). Off by
     /// default.
     pub fn with_require_if_match(mut self, required: bool) -> Self {
@@ -267,6 +280,11 @@ impl Config {
     /// The cache's limits, `None` when it is off.
     pub fn cache(&self) -> Option<CacheLimits> {
         self.cache
+    }
+
+    /// Whether answers go compressed.
+    pub fn compression(&self) -> bool {
+        self.compression
     }
 
     /// Whether `PUT` and `DELETE` need `If-Match`.

@@ -41,6 +41,7 @@
 mod api;
 mod body;
 mod cache;
+mod compression;
 mod conditional;
 mod config;
 pub mod demo;

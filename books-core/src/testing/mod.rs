@@ -210,6 +210,7 @@ macro_rules! http_contract_suite {
             request_ids_are_echoed_or_made,
             reads_carry_strong_etags,
             if_none_match_answers_304,
+            compressed_answers_have_their_own_tags,
             if_match_guards_updates_and_deletes,
             if_match_compares_the_representation_the_request_would_get,
             if_match_comes_after_the_usual_checks,

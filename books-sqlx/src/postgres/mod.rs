@@ -121,7 +121,12 @@ impl PostgresStore {
             session: Session::default(),
             pooled: Arc::default(),
             own: false,
-            check: Arc::new(Check::new(Box::new(|_, _| String::new()), ["", ""], false, false)),
+            check: Arc::new(Check::new(
+                Box::new(|_, _| String::new()),
+                ["", ""],
+                false,
+                false,
+            )),
             replicas: None,
             notify: None,
             push: None,

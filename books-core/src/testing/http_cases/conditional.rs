@@ -77,7 +77,7 @@ pub async fn if_none_match_answers_304(make: &impl MakeHarness) {
                 .expect(304);
             assert!(reply.body.is_empty(), "{method} {header}");
             assert_eq!(reply.header("etag"), Some(tag.as_str()));
-            assert_eq!(reply.header("vary"), Some("Accept"));
+            assert_eq!(reply.header("vary"), full.header("vary"), "as the 200's");
             let ids: Vec<_> = reply.headers.get_all("x-request-id").iter().collect();
             assert_eq!(ids, [id.as_str()], "this request's id, once");
             assert_eq!(reply.header("content-type"), None);
@@ -123,4 +123,111 @@ pub async fn if_none_match_answers_304(make: &impl MakeHarness) {
     app.send("DELETE", &book, &[("if-none-match", "*")], Bytes::new())
         .await
         .expect(200);
+}
+
+/// `body` in `coding` decoded (gzip, br, zstd).
+fn decoded(coding: &str, body: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    match coding {
+        "gzip" => flate2::read::GzDecoder::new(body)
+            .read_to_end(&mut out)
+            .map(drop),
+        "br" => brotli::BrotliDecompress(&mut &body[..], &mut out),
+        "zstd" => zstd::stream::copy_decode(body, &mut out),
+        other => panic!("unexpected coding {other}"),
+    }
+    .expect("decodes");
+    out
+}
+
+pub async fn compressed_answers_have_their_own_tags(make: &impl MakeHarness) {
+    let app = start(make, |c| c).await;
+    app.seed(20).await;
+    let page = "/api/books?include=author";
+    let plain = app.get(page).await.expect(200);
+    assert!(plain.body.len() >= 1024, "a page worth compressing");
+    assert_eq!(plain.header("content-encoding"), None, "no Accept-Encoding");
+    assert_eq!(plain.header("vary"), Some("Accept, Accept-Encoding"));
+    let identity = etag(&plain);
+    let mut tags = std::collections::HashSet::from([identity.clone()]);
+    for (accept, coding) in [
+        ("gzip", "gzip"),
+        ("br", "br"),
+        ("zstd", "zstd"),
+        ("gzip, deflate, br, zstd", "br"),
+        ("br;q=0.5, gzip", "gzip"),
+    ] {
+        for method in ["GET", "HEAD"] {
+            let reply = app
+                .send(method, page, &[("accept-encoding", accept)], Bytes::new())
+                .await
+                .expect(200);
+            assert_eq!(reply.header("content-encoding"), Some(coding), "{accept}");
+            assert_eq!(reply.header("vary"), Some("Accept, Accept-Encoding"));
+            let tag = etag(&reply);
+            assert_eq!(
+                tag,
+                format!("{}-{coding}\"", identity.trim_end_matches('"'))
+            );
+            if method == "HEAD" {
+                assert!(reply.body.is_empty());
+                continue;
+            }
+            assert_eq!(decoded(coding, &reply.body), plain.body, "{accept}");
+            assert!(reply.body.len() < plain.body.len() / 2, "{accept}");
+            assert_eq!(
+                reply.header("content-length"),
+                Some(reply.body.len().to_string().as_str())
+            );
+            tags.insert(tag.clone());
+            // Its own tag gets a 304 for the same encoding; the identity's does too (the
+            // client holds those bytes); another encoding's does not.
+            let headers = [("accept-encoding", accept), ("if-none-match", tag.as_str())];
+            let not_modified = app.send("GET", page, &headers, Bytes::new()).await;
+            let not_modified = not_modified.expect(304);
+            assert_eq!(not_modified.header("etag"), Some(tag.as_str()));
+            assert_eq!(not_modified.header("vary"), Some("Accept, Accept-Encoding"));
+            assert_eq!(not_modified.header("content-encoding"), None);
+            assert!(not_modified.body.is_empty());
+            let other = [
+                ("accept-encoding", "identity"),
+                ("if-none-match", tag.as_str()),
+            ];
+            let full = app
+                .send("GET", page, &other, Bytes::new())
+                .await
+                .expect(200);
+            assert_eq!(full.body, plain.body);
+        }
+    }
+    assert_eq!(tags.len(), 4, "a strong tag per encoding: {tags:?}");
+    // Small answers and those nobody may compress go as they are.
+    let ping = app
+        .send(
+            "GET",
+            "/api/ping",
+            &[("accept-encoding", "gzip")],
+            Bytes::new(),
+        )
+        .await
+        .expect(200);
+    assert_eq!(ping.header("content-encoding"), None);
+    for refused in ["identity", "gzip;q=0, br;q=0, zstd;q=0", "deflate"] {
+        let reply = app
+            .send("GET", page, &[("accept-encoding", refused)], Bytes::new())
+            .await
+            .expect(200);
+        assert_eq!(reply.header("content-encoding"), None, "{refused}");
+        assert_eq!(reply.body, plain.body);
+    }
+
+    let off = start(make, |c| c.with_compression(false)).await;
+    off.seed(20).await;
+    let reply = off
+        .send("GET", page, &[("accept-encoding", "gzip")], Bytes::new())
+        .await
+        .expect(200);
+    assert_eq!(reply.header("content-encoding"), None);
+    assert_eq!(reply.header("vary"), Some("Accept"));
 }
