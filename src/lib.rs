@@ -1,5 +1,6 @@
-//! The books API server: the HTTP/1.1 connection loop ([`serve`]) with timeouts, request
-//! ids and load shedding; the operator endpoints ([`Operations`]: `/livez`, `/readyz`,
+//! The books API server: the HTTP/1.1 and HTTP/2 connection loop ([`serve`]) with
+//! timeouts, request ids and load shedding, CORS ([`Cors`]) and per-client rate limits
+//! ([`RateLimit`]); the operator endpoints ([`Operations`]: `/livez`, `/readyz`,
 //! `/metrics`); the command line ([`Options`]); and opening a store by URL
 //! ([`open_store`]). The binary (`cargo run --release`) puts them together; the
 //! repository's README covers running, embedding and configuring it.
@@ -10,14 +11,18 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+mod cors;
 mod ops;
 mod options;
+mod rate_limit;
 mod serve;
 mod store;
 
+pub use cors::{Cors, InvalidOrigin};
 pub use ops::{LIVEZ, METRICS, Operations, READYZ, install_metrics, serve_metrics};
 pub use options::{LogFormat, Options};
-pub use serve::{Limits, serve, serve_with};
+pub use rate_limit::{RATELIMIT, RATELIMIT_POLICY, RateLimit};
+pub use serve::{Edge, Limits, serve, serve_with};
 pub use store::{DemoStore, StoreOptions, open_store};
 
 use std::net::SocketAddr;
@@ -41,6 +46,9 @@ pub enum Error {
          does not pass on: give a direct PostgreSQL URL with --notify-url"
     )]
     PushNeedsDirectConnection,
+    /// A `--cors-origin` that is no origin.
+    #[error(transparent)]
+    Cors(#[from] InvalidOrigin),
     /// Connecting or migrating failed.
     #[error(transparent)]
     Database(#[from] books_sqlx::Error),

@@ -47,6 +47,7 @@ fn main() -> ExitCode {
 
 #[tokio::main]
 async fn run(options: Options) -> Result<(), books_api::Error> {
+    let edge = options.edge()?;
     let listener = TcpListener::bind(options.listen).await?;
     let local = listener.local_addr()?;
     let (api, store) = books_api::build_api(&options, local).await?;
@@ -71,7 +72,7 @@ async fn run(options: Options) -> Result<(), books_api::Error> {
         api.config().base_url()
     );
     let limits = options.limits();
-    books_api::serve_with(listener, api, limits, operations, shutdown_signal()).await?;
+    books_api::serve_with(listener, api, limits, operations, edge, shutdown_signal()).await?;
     Ok(())
 }
 

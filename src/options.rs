@@ -1,12 +1,13 @@
 //! Command-line flags, each with an environment-variable fallback (and, for the listen
 //! address and the database, the conventional `PORT` and `DATABASE_URL` after that).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::time::Duration;
 
 use books_core::{CacheLimits, Config, RouteScheme};
 use clap::{Parser, ValueEnum};
+use ipnet::IpNet;
 
 /// The example server's configuration.
 #[derive(Debug, Clone, Parser)]
@@ -147,6 +148,51 @@ pub struct Options {
     /// Serve `/metrics` on this address instead of the API's (any path answers there).
     #[arg(long, env = "BOOKS_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+
+    /// A browser origin (`https://app.example`) whose scripts may call the API (CORS);
+    /// `*` for any origin, without credentials. Repeatable; the variable takes a
+    /// comma-separated list. Other origins get no CORS fields.
+    #[arg(
+        long = "cors-origin",
+        env = "BOOKS_CORS_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub cors_origins: Vec<String>,
+
+    /// Requests per second each client may send to the API (429 with Retry-After past
+    /// it; the operator endpoints are never limited). Per process. Off by default.
+    #[arg(long, env = "BOOKS_RATE_LIMIT")]
+    pub rate_limit: Option<NonZeroU32>,
+
+    /// Requests a client may send at once after a pause [default: the rate limit].
+    #[arg(long, env = "BOOKS_RATE_LIMIT_BURST", requires = "rate_limit")]
+    pub rate_limit_burst: Option<NonZeroU32>,
+
+    /// Proxies (CIDR ranges or addresses, comma-separated) whose `X-Forwarded-For` names
+    /// the client for rate limits: the right-most address in it that is not one of them.
+    #[arg(
+        long,
+        env = "BOOKS_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        value_parser = parse_network
+    )]
+    pub trusted_proxies: Vec<IpNet>,
+
+    /// Whether answers of 1 KiB or more go compressed (gzip, br or zstd, as
+    /// Accept-Encoding prefers), each encoding with its own ETag.
+    #[arg(long, env = "BOOKS_COMPRESSION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub compression: bool,
+}
+
+/// How long browsers may keep a preflight's answer.
+const CORS_MAX_AGE: Duration = Duration::from_secs(600);
+
+/// A CIDR range, or one address as a range of one.
+fn parse_network(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("{text:?} is no CIDR range or IP address"))
 }
 
 fn default_listen() -> SocketAddr {
@@ -196,6 +242,7 @@ impl Options {
                 bytes: self.cache_bytes,
             }))
             .with_require_if_match(self.require_if_match)
+            .with_compression(self.compression)
             .with_idempotency_ttl(Duration::from_secs(self.idempotency_ttl))
     }
 
@@ -208,6 +255,19 @@ impl Options {
         store.replica_urls.clone_from(&self.replica_urls);
         store.replica_wait = Duration::from_millis(self.replica_wait_ms);
         store
+    }
+
+    /// CORS and rate limits.
+    pub fn edge(&self) -> Result<crate::Edge, crate::InvalidOrigin> {
+        let cors = (!self.cors_origins.is_empty())
+            .then(|| crate::Cors::new(&self.cors_origins, CORS_MAX_AGE))
+            .transpose()?;
+        let rate_limit = self.rate_limit.map(|per_second| crate::RateLimit {
+            per_second,
+            burst: self.rate_limit_burst.unwrap_or(per_second),
+            trusted_proxies: self.trusted_proxies.clone(),
+        });
+        Ok(crate::Edge { cors, rate_limit })
     }
 
     /// The server's timeouts.

@@ -1,11 +1,13 @@
-//! The connection loop: HTTP/1.1 through hyper with timeouts, request ids, a bound on
-//! requests in flight, the operator endpoints and graceful shutdown, handing the API's
-//! requests to the core (`BooksApi::handle_as`) as they come. (It served them through
+//! The connection loop: HTTP/1.1 and HTTP/2 (prior knowledge) through hyper with
+//! timeouts, request ids, a bound on requests in flight, the operator endpoints, CORS,
+//! per-client rate limits and graceful shutdown, handing the API's requests to the core
+//! (`BooksApi::handle_as`) as they come. (It served them through
 //! the warp binding until a profile put warp's filters and the request it rebuilds at
 //! a fifth of a ping's instructions: BENCHMARKS.md, "The server's fixed cost".)
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,14 +18,16 @@ use http::header::{CONNECTION, CONTENT_TYPE, HOST, HeaderValue, RETRY_AFTER, TRA
 use http::{StatusCode, Version};
 use http_body_util::Full;
 use hyper::body::{Body as _, Incoming};
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::Operations;
+use crate::cors::Cors;
+use crate::rate_limit::{Limiter, RATELIMIT, RATELIMIT_POLICY, RateLimit, Verdict};
 
 /// What the connection loop answers with.
 pub(crate) type Response = http::Response<Full<Bytes>>;
@@ -67,21 +71,42 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
-    serve_with(listener, api, limits, Operations::default(), shutdown).await
+    serve_with(
+        listener,
+        api,
+        limits,
+        Operations::default(),
+        Edge::default(),
+        shutdown,
+    )
+    .await
 }
 
-/// [`serve`] with the operator endpoints as `operations` says (e.g. with `/metrics`).
+/// [`serve`] with the operator endpoints as `operations` says (e.g. with `/metrics`), and
+/// CORS and rate limits as `edge` says.
 pub async fn serve_with(
     listener: TcpListener,
     api: BooksApi,
     limits: Limits,
     operations: Operations,
+    edge: Edge,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     // One loop for every caller: generic over the shutdown future, the whole loop (and
     // hyper's connection code in it) would be compiled again in each crate that calls
     // it (BENCHMARKS.md, "First build").
-    serve_until(listener, api, limits, operations, Box::pin(shutdown)).await
+    serve_until(listener, api, limits, operations, edge, Box::pin(shutdown)).await
+}
+
+/// What the server does for clients on the open internet before the API answers
+/// (nothing by default).
+#[derive(Debug, Clone, Default)]
+pub struct Edge {
+    /// Browser apps on these origins may call the API.
+    pub cors: Option<Cors>,
+    /// How fast each client may send API requests (the operator endpoints are never
+    /// limited). Per process: N processes behind a balancer let a client N times as much.
+    pub rate_limit: Option<RateLimit>,
 }
 
 async fn serve_until(
@@ -89,16 +114,35 @@ async fn serve_until(
     api: BooksApi,
     limits: Limits,
     operations: Operations,
+    edge: Edge,
     shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
 ) -> io::Result<()> {
-    let admission = Arc::new(Semaphore::new(limits.max_in_flight));
-    let operations = Arc::new(operations);
+    let context = Arc::new(Context {
+        admission: Semaphore::new(limits.max_in_flight),
+        limiter: edge.rate_limit.as_ref().map(Limiter::start),
+        cors: edge.cors,
+        api,
+        operations,
+        limits,
+    });
     let graceful = GracefulShutdown::new();
-    let mut builder = http1::Builder::new();
+    // HTTP/1.1, and HTTP/2 with prior knowledge, on the same port: the first bytes of a
+    // connection tell which.
+    let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
+        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .max_buf_size(MAX_BUF_SIZE);
+    // HTTP/2 has no header timeout: a connection that stops answering pings within the
+    // header timeout is closed instead.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(limits.header_timeout)
+        .keep_alive_timeout(limits.header_timeout)
+        .max_header_list_size(MAX_BUF_SIZE as u32)
+        .max_concurrent_streams(MAX_STREAMS);
     let mut shutdown = shutdown;
     loop {
         let (stream, peer) = tokio::select! {
@@ -114,59 +158,13 @@ async fn serve_until(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let (api, operations, admission) = (api.clone(), operations.clone(), admission.clone());
+        let context = context.clone();
         let handler = service_fn(move |request: hyper::Request<Incoming>| {
-            let (api, operations, admission) = (api.clone(), operations.clone(), admission.clone());
-            async move {
-                // One id for the request's log lines here and in the API, and its answer.
-                let id = RequestId::from_headers(request.headers());
-                let method = request.method().clone();
-                // For the log lines after the request is handed on (shares its bytes).
-                let uri = request.uri().clone();
-                let path = uri.path();
-                if let Some(refused) = refuse(&request) {
-                    tracing::info!(request_id = %id, %method, %path, detail = refused, "refused");
-                    let mut response = problem(StatusCode::BAD_REQUEST, refused, &id);
-                    response
-                        .headers_mut()
-                        .insert(CONNECTION, HeaderValue::from_static("close"));
-                    return Ok(response);
-                }
-                if operations.owns(path) {
-                    let mut response = operations.answer(&method, path, &api).await;
-                    response
-                        .headers_mut()
-                        .insert(REQUEST_ID, id.header_value().clone());
-                    return Ok(response);
-                }
-                let Ok(_admitted) = admission.try_acquire_owned() else {
-                    books_core::metrics::rejected("overload");
-                    tracing::debug!(request_id = %id, %method, %path, "shed: too many requests in flight");
-                    let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, OVERLOADED, &id);
-                    response
-                        .headers_mut()
-                        .insert(RETRY_AFTER, HeaderValue::from_static("1"));
-                    return Ok(response);
-                };
-                // Only a request with a body can stall on its client: the others are
-                // bounded by the store's own waits, and skip the timer (a fifteenth of a
-                // ping's instructions).
-                let bodiless = request.body().is_end_stream();
-                let answer = api.handle_as(request, id.clone());
-                let answered = if bodiless {
-                    Ok(answer.await)
-                } else {
-                    tokio::time::timeout(limits.request_timeout, answer).await
-                };
-                let Ok(response) = answered else {
-                    books_core::metrics::rejected("timeout");
-                    tracing::warn!(request_id = %id, %method, %path, %peer, "request timed out; dropping the connection");
-                    return Err(io::Error::new(io::ErrorKind::TimedOut, "request timed out"));
-                };
-                Ok::<_, io::Error>(response.map(Full::new))
-            }
+            context.clone().answer(peer, request)
         });
-        let connection = builder.serve_connection(TokioIo::new(stream), handler);
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), handler)
+            .into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(error) = connection.await {
@@ -176,13 +174,133 @@ async fn serve_until(
     }
     drop(listener);
     tracing::info!("shutting down: waiting for in-flight requests");
-    if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
+    if tokio::time::timeout(context.limits.shutdown_grace, graceful.shutdown())
         .await
         .is_err()
     {
         tracing::warn!("shutdown grace period over; closing the remaining connections");
     }
     Ok(())
+}
+
+/// Streams one HTTP/2 connection may have open at once (each is a request in flight,
+/// which the in-flight bound counts too).
+const MAX_STREAMS: u32 = 128;
+
+/// What every request of every connection shares.
+struct Context {
+    api: BooksApi,
+    operations: Operations,
+    limits: Limits,
+    admission: Semaphore,
+    cors: Option<Cors>,
+    limiter: Option<Arc<Limiter>>,
+}
+
+impl Context {
+    /// The answer to one request from `peer`: the loop's own refusals, the operator
+    /// endpoints, CORS preflights, rate limits and shedding, then the API.
+    async fn answer(
+        self: Arc<Self>,
+        peer: SocketAddr,
+        request: hyper::Request<Incoming>,
+    ) -> io::Result<Response> {
+        // One id for the request's log lines here and in the API, and its answer.
+        let id = RequestId::from_headers(request.headers());
+        let method = request.method().clone();
+        // For the log lines after the request is handed on (shares its bytes).
+        let uri = request.uri().clone();
+        let path = uri.path();
+        if let Some(refused) = refuse(&request) {
+            tracing::info!(request_id = %id, %method, %path, detail = refused, "refused");
+            let mut response = problem(StatusCode::BAD_REQUEST, refused, &id);
+            response
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            return Ok(response);
+        }
+        if self.operations.owns(path) {
+            let mut response = self.operations.answer(&method, path, &self.api).await;
+            response
+                .headers_mut()
+                .insert(REQUEST_ID, id.header_value().clone());
+            return Ok(response);
+        }
+        let origin = self
+            .cors
+            .as_ref()
+            .and_then(|cors| cors.allowed(request.headers()).map(|origin| (cors, origin)));
+        if let Some((cors, _)) = origin
+            && let Some(mut response) =
+                cors.preflight(&method, request.headers(), || self.api.allow(path))
+        {
+            response
+                .headers_mut()
+                .insert(REQUEST_ID, id.header_value().clone());
+            return Ok(response);
+        }
+        let origin = origin.map(|(_, origin)| origin);
+        let mut rate = None;
+        if let Some(limiter) = &self.limiter {
+            let client = limiter.client(peer.ip(), request.headers());
+            match limiter.check(client) {
+                Verdict::Allowed(field) => rate = Some((limiter.policy().clone(), field)),
+                Verdict::Limited(field, seconds) => {
+                    books_core::metrics::rejected("rate_limit");
+                    tracing::debug!(request_id = %id, %method, %path, %client, "rate limited");
+                    let mut response = problem(StatusCode::TOO_MANY_REQUESTS, RATE_LIMITED, &id);
+                    let headers = response.headers_mut();
+                    headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
+                    headers.insert(RATELIMIT_POLICY, limiter.policy().clone());
+                    headers.insert(RATELIMIT, field);
+                    return Ok(self.finish(response, origin, None));
+                }
+            }
+        }
+        let Ok(_admitted) = self.admission.try_acquire() else {
+            books_core::metrics::rejected("overload");
+            tracing::debug!(request_id = %id, %method, %path, "shed: too many requests in flight");
+            let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, OVERLOADED, &id);
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            return Ok(self.finish(response, origin, rate));
+        };
+        // Only a request with a body can stall on its client: the others are bounded by
+        // the store's own waits, and skip the timer (a fifteenth of a ping's
+        // instructions).
+        let bodiless = request.body().is_end_stream();
+        let answer = self.api.handle_as(request, id.clone());
+        let answered = if bodiless {
+            Ok(answer.await)
+        } else {
+            tokio::time::timeout(self.limits.request_timeout, answer).await
+        };
+        let Ok(response) = answered else {
+            books_core::metrics::rejected("timeout");
+            tracing::warn!(request_id = %id, %method, %path, %peer, "request timed out; dropping the connection");
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "request timed out"));
+        };
+        Ok(self.finish(response.map(Full::new), origin, rate))
+    }
+
+    /// An API route's answer with the CORS and rate-limit fields the request earned.
+    fn finish(
+        &self,
+        mut response: Response,
+        origin: Option<HeaderValue>,
+        rate: Option<(HeaderValue, HeaderValue)>,
+    ) -> Response {
+        if self.cors.is_some() {
+            Cors::expose(origin, &mut response);
+        }
+        if let Some((policy, field)) = rate {
+            let headers = response.headers_mut();
+            headers.insert(RATELIMIT_POLICY, policy);
+            headers.insert(RATELIMIT, field);
+        }
+        response
+    }
 }
 
 /// What hyper accepts but RFC 9112 does not: an HTTP/1.1 request without `Host` (§3.2),
@@ -203,6 +321,9 @@ fn refuse<B>(request: &hyper::Request<B>) -> Option<&'static str> {
 }
 
 const OVERLOADED: &str = "The server is at capacity; retry shortly.";
+
+const RATE_LIMITED: &str =
+    "Too many requests from this client; retry after the time Retry-After gives.";
 
 /// A problem the connection loop answers itself, before the API (JSON: there is no
 /// negotiation this early), with the request's id as in the API's own problems.

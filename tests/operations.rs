@@ -124,6 +124,7 @@ async fn metrics_count_requests_by_route_template() {
         api,
         Limits::default(),
         operations,
+        books_api::Edge::default(),
         std::future::pending(),
     ));
     for id in [1, 2, 3] {

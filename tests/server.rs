@@ -14,7 +14,7 @@ use bytes::Bytes;
 use clap::Parser;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -22,6 +22,8 @@ use tokio::sync::oneshot;
 /// A server running in this process on an ephemeral loopback port.
 struct Running {
     addr: SocketAddr,
+    /// Whether the harness talks HTTP/2 (prior knowledge) rather than HTTP/1.1.
+    http2: bool,
     store: std::sync::Arc<dyn DemoStore>,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -41,6 +43,7 @@ impl Running {
         }));
         Running {
             addr,
+            http2: false,
             store,
             stop: Some(stop),
             task,
@@ -74,10 +77,35 @@ async fn send(addr: SocketAddr, request: Request<Bytes>) -> Response<Bytes> {
     Response::from_parts(parts, body.collect().await.unwrap().to_bytes())
 }
 
+/// Sends one request over HTTP/2 (prior knowledge) on a new connection: the target
+/// made absolute, as HTTP/2 carries it (`:scheme`, `:authority`, `:path`).
+async fn send_h2(addr: SocketAddr, request: Request<Bytes>) -> Response<Bytes> {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let (mut parts, body) = request.into_parts();
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    parts.uri = format!("http://{addr}{path}").parse().unwrap();
+    let response = sender
+        .send_request(Request::from_parts(parts, Full::new(body)))
+        .await
+        .unwrap();
+    assert_eq!(response.version(), http::Version::HTTP_2);
+    let (parts, body) = response.into_parts();
+    Response::from_parts(parts, body.collect().await.unwrap().to_bytes())
+}
+
 #[async_trait]
 impl Harness for Running {
     async fn send(&self, request: Request<Bytes>) -> Response<Bytes> {
-        send(self.addr, request).await
+        if self.http2 {
+            send_h2(self.addr, request).await
+        } else {
+            send(self.addr, request).await
+        }
     }
 
     async fn add_author(&self, name: Option<&str>) -> i64 {
@@ -116,6 +144,18 @@ mod over_sockets_on_memory {
         Running::start("memory", config, Limits::default()).await
     }
     books_core::http_contract_suite!(on_memory);
+}
+
+/// The whole contract again over HTTP/2 on the same port.
+mod over_http2_on_sqlite {
+    use super::*;
+    async fn on_sqlite_h2(config: Config) -> Running {
+        Running {
+            http2: true,
+            ..Running::start(&sqlite_url(), config, Limits::default()).await
+        }
+    }
+    books_core::http_contract_suite!(on_sqlite_h2);
 }
 
 /// Writes a chunked body far larger than the limit; the 413 must arrive long before the

@@ -97,6 +97,18 @@ impl BooksApi {
         self.relative(path).is_some()
     }
 
+    /// The methods the route table serves at `path` as an `Allow` value (`GET, HEAD,
+    /// OPTIONS` …), `None` where no route matches: what a CORS preflight for the path
+    /// may be allowed.
+    pub fn allow(&self, path: &str) -> Option<HeaderValue> {
+        let path = self.relative(path)?;
+        let scheme = self.inner.config.route_scheme();
+        match route(path, &Method::OPTIONS, scheme, self.inner.config.openapi()).0 {
+            Routed::Options(allow) => Some(allow.header()),
+            _ => None,
+        }
+    }
+
     fn relative<'p>(&self, path: &'p str) -> Option<&'p str> {
         let rest = path.strip_prefix(self.inner.config.prefix())?;
         (rest.is_empty() || rest.starts_with('/')).then_some(rest)
