@@ -23,7 +23,7 @@ pub use ops::{LIVEZ, METRICS, Operations, READYZ, install_metrics, serve_metrics
 pub use options::{LogFormat, Options};
 pub use rate_limit::{RATELIMIT, RATELIMIT_POLICY, RateLimit};
 pub use serve::{Edge, Limits, serve, serve_with};
-pub use store::{DemoStore, StoreOptions, open_store};
+pub use store::{ServerStore, StoreOptions, open_store};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -76,7 +76,7 @@ pub fn causes<'a>(
 pub async fn build_api(
     options: &Options,
     local: SocketAddr,
-) -> Result<(BooksApi, Arc<dyn DemoStore>), Error> {
+) -> Result<(BooksApi, Arc<dyn ServerStore>), Error> {
     let store = open_store(&options.store()).await?;
     let config = options.config(local);
     if books_core::demo::load_if_empty(&*store, config.now()).await? {

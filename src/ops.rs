@@ -18,7 +18,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 
 use crate::serve::Response;
-use crate::{DemoStore, Error, Limits};
+use crate::{Error, Limits, ServerStore};
 
 /// Liveness: answers 200 while the process serves requests at all.
 pub const LIVEZ: &str = "/livez";
@@ -109,7 +109,7 @@ fn text(status: StatusCode, body: impl Into<String>) -> Response {
 /// Installs the process's Prometheus recorder and starts a task that refreshes the pool
 /// gauges of `store` and the exporter's histograms every second. Serve the handle at
 /// [`METRICS`] through [`Operations`], or on an address of its own with [`serve_metrics`].
-pub fn install_metrics(store: Arc<dyn DemoStore>) -> Result<PrometheusHandle, Error> {
+pub fn install_metrics(store: Arc<dyn ServerStore>) -> Result<PrometheusHandle, Error> {
     let handle = PrometheusBuilder::new()
         .set_buckets(&BUCKETS)?
         .install_recorder()?;

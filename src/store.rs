@@ -11,22 +11,22 @@ use metrics::gauge;
 use crate::Error;
 
 /// A store the server can serve, fill with demo data and report the pools of.
-pub trait DemoStore: BookStore + AuthorStore {
+pub trait ServerStore: BookStore + AuthorStore {
     /// Sets the `books_db_pool_connections{pool, state}` gauges (`state`: `idle`,
     /// `in_use`) and `books_db_pool_max_connections{pool}`; nothing for pool-less stores.
     fn record_pool_metrics(&self) {}
 }
 
-impl DemoStore for MemStore {}
+impl ServerStore for MemStore {}
 
-impl DemoStore for SqliteStore {
+impl ServerStore for SqliteStore {
     fn record_pool_metrics(&self) {
         record_pool("sqlite_readers".into(), self.readers());
         record_pool("sqlite_writer".into(), self.writer());
     }
 }
 
-impl DemoStore for PostgresStore {
+impl ServerStore for PostgresStore {
     fn record_pool_metrics(&self) {
         record_pool("postgres".into(), self.pool());
         for (pool, state) in self.replica_pools().iter().zip(self.replicas()) {
@@ -82,7 +82,7 @@ impl StoreOptions {
 /// `postgres://` URL; push mode through a transaction pooler needs a direct URL for
 /// `LISTEN` (`notify_url`). Migrations go through the database URL, a pooler's
 /// included.
-pub async fn open_store(options: &StoreOptions) -> Result<Arc<dyn DemoStore>, Error> {
+pub async fn open_store(options: &StoreOptions) -> Result<Arc<dyn ServerStore>, Error> {
     let url = options.database_url.as_str();
     let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
     if !postgres {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use books_api::{DemoStore, Limits, Options};
+use books_api::{Limits, Options, ServerStore};
 use books_core::testing::Harness;
 use books_core::{BooksApi, Config};
 use bytes::Bytes;
@@ -24,7 +24,7 @@ struct Running {
     addr: SocketAddr,
     /// Whether the harness talks HTTP/2 (prior knowledge) rather than HTTP/1.1.
     http2: bool,
-    store: std::sync::Arc<dyn DemoStore>,
+    store: std::sync::Arc<dyn ServerStore>,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
