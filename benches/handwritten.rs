@@ -104,6 +104,15 @@ fn failed(error: sqlx::Error) -> Response {
     }
 }
 
+/// Ping as the books API's extended ping answers it: status, time, version.
+async fn ping() -> Json<serde_json::Value> {
+    Json(json!({
+        "status": "ok",
+        "time": Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+}
+
 async fn list(State(db): State<Arc<Db>>, Query(q): Query<ListQuery>) -> Response {
     let page = q.page.unwrap_or(1).max(1);
     let include = q.include.as_deref() == Some("author");
@@ -243,6 +252,7 @@ async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let db = connect(&args[0]).await.expect("database");
     let app = Router::new()
+        .route("/api/ping", get(ping))
         .route("/api/books", get(list).post(create))
         .route("/api/books/{id}", get(show))
         .with_state(Arc::new(db));

@@ -134,7 +134,10 @@ fn decoded(coding: &str, body: &[u8]) -> Vec<u8> {
             .read_to_end(&mut out)
             .map(drop),
         "br" => brotli::BrotliDecompress(&mut &body[..], &mut out),
-        "zstd" => zstd::stream::copy_decode(body, &mut out),
+        "zstd" => ruzstd::decoding::StreamingDecoder::new(&mut &body[..])
+            .map_err(std::io::Error::other)
+            .and_then(|mut decoder| decoder.read_to_end(&mut out))
+            .map(drop),
         other => panic!("unexpected coding {other}"),
     }
     .expect("decodes");
