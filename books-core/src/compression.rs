@@ -195,16 +195,17 @@ impl Compression {
     pub(crate) fn encode(&self, request: &HeaderMap, response: &mut Response<Bytes>) {
         let status = response.status();
         let large = status == StatusCode::OK && response.body().len() >= MIN_SIZE;
-        let tagged = response.headers().contains_key(ETAG)
-            && (status == StatusCode::OK || status == StatusCode::NOT_MODIFIED);
-        if !(large || tagged) {
+        // Header lookups cost about a hundred instructions each: the common cases (a
+        // large answer; a small one without a tag) ask as few as they can.
+        if !large
+            && !((status == StatusCode::OK || status == StatusCode::NOT_MODIFIED)
+                && response.headers().contains_key(ETAG))
+        {
             return;
         }
         response.headers_mut().insert(VARY, VARY_ENCODINGS);
-        if !large || response.headers().contains_key(CONTENT_ENCODING) {
-            return;
-        }
-        let Some(coding) = choose(request) else {
+        // The core's answers are never encoded before this (the one place it happens).
+        let Some(coding) = large.then(|| choose(request)).flatten() else {
             return;
         };
         let tag = response.headers().get(ETAG).cloned();
