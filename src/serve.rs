@@ -162,12 +162,19 @@ async fn serve_until(
         let handler = service_fn(move |request: hyper::Request<Incoming>| {
             context.clone().answer(peer, request)
         });
-        let connection = builder
-            .serve_connection(TokioIo::new(stream), handler)
-            .into_owned();
-        let connection = graceful.watch(connection);
+        let (builder, watcher) = (builder.clone(), graceful.watcher());
+        let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            // The auto builder reads a connection's first bytes (which protocol?) with no
+            // time limit of its own: a client that connects and sends nothing is dropped
+            // after the header timeout, as HTTP/1.1's header timeout does later on.
+            let mut first = [0; 1];
+            match tokio::time::timeout(header_timeout, stream.peek(&mut first)).await {
+                Ok(Ok(read)) if read > 0 => {}
+                _ => return,
+            }
+            let connection = builder.serve_connection(TokioIo::new(stream), handler);
+            if let Err(error) = watcher.watch(connection).await {
                 tracing::debug!(%error, %peer, "connection ended with an error");
             }
         });
