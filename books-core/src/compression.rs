@@ -167,6 +167,21 @@ fn variant_tag(tag: &HeaderValue, coding: Coding) -> Option<HeaderValue> {
     HeaderValue::from_bytes(&variant).ok()
 }
 
+/// Whether `tag` is an encoded variant's tag of `identity` (`"…-gzip"` of `"…"`).
+pub(crate) fn is_variant_of(tag: &[u8], identity: &[u8]) -> bool {
+    let (Some(tag), Some(identity)) = (tag.strip_suffix(b"\""), identity.strip_suffix(b"\""))
+    else {
+        return false;
+    };
+    tag.strip_prefix(identity)
+        .and_then(|rest| rest.strip_prefix(b"-"))
+        .is_some_and(|coding| {
+            Coding::PREFERRED
+                .iter()
+                .any(|known| known.token().as_bytes() == coding)
+        })
+}
+
 /// Compression as the API does it, with the compressed bodies it keeps.
 #[derive(Debug)]
 pub(crate) struct Compression {
@@ -384,6 +399,12 @@ mod tests {
         let gzip = variant_tag(&tag, Coding::Gzip).unwrap();
         assert_eq!(gzip, "\"0123abcd-gzip\"");
         assert_eq!(variant_tag(&tag, Coding::Br).unwrap(), "\"0123abcd-br\"");
+        assert!(is_variant_of(gzip.as_bytes(), tag.as_bytes()));
+        assert!(is_variant_of(b"\"0123abcd-zstd\"", tag.as_bytes()));
+        assert!(!is_variant_of(tag.as_bytes(), tag.as_bytes()));
+        assert!(!is_variant_of(b"\"0123abcd-deflate\"", tag.as_bytes()));
+        assert!(!is_variant_of(b"\"0123abcdgzip\"", tag.as_bytes()));
+        assert!(!is_variant_of(b"\"0123abc-gzip\"", tag.as_bytes()));
     }
 
     #[test]

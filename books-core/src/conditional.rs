@@ -130,12 +130,16 @@ impl IfMatch {
     }
 
     /// Whether `current` (a strong tag this module made, or none) is matched: strong
-    /// comparison, so a weak listed tag never matches.
+    /// comparison, so a weak listed tag never matches. A compressed variant's tag of
+    /// `current` matches too: it names the same state of the book in another encoding.
     pub(crate) fn matches(&self, current: Option<&HeaderValue>) -> bool {
         match self {
             Self::Any => true,
-            Self::Tags(tags) => current
-                .is_some_and(|current| tags.iter().any(|tag| tag.as_slice() == current.as_bytes())),
+            Self::Tags(tags) => current.is_some_and(|current| {
+                let current = current.as_bytes();
+                tags.iter()
+                    .any(|tag| tag == current || crate::compression::is_variant_of(tag, current))
+            }),
         }
     }
 }
