@@ -7,7 +7,7 @@
 //! for every path; here a preflight is `OPTIONS` with `Origin` and
 //! `Access-Control-Request-Method`, only a named origin gets any `Access-Control-*`
 //! field, and a preflight is allowed the methods the route table serves at its path.
-//! An embedder keeps its own layer (README, "CORS").
+//! An embedder keeps its own layer (README, "On the open internet").
 
 use std::time::Duration;
 

@@ -62,7 +62,7 @@ impl Coding {
             Coding::Br => {
                 let mut out = Vec::new();
                 // Quality 5 of 11: close to the best ratio on JSON at a tenth of its time,
-                // as servers compressing on the fly choose (BENCHMARKS.md, "Compression").
+                // as servers compressing on the fly choose (BENCHMARKS.md, "Issue 24").
                 let params = brotli::enc::BrotliEncoderParams {
                     quality: 5,
                     lgwin: 22,
