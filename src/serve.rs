@@ -38,7 +38,9 @@ const MAX_BUF_SIZE: usize = 16 * 1024;
 /// The server's time limits.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Time to receive a request's headers; also how long an idle keep-alive connection lives.
+    /// Time to receive a request's headers (and a new connection's first bytes); also how
+    /// long an idle HTTP/1.1 keep-alive connection lives, and how long an HTTP/2
+    /// connection may leave a ping unanswered.
     pub header_timeout: Duration,
     /// Time for a whole request that has a body, body included; past it the connection is
     /// dropped. (A request without a body cannot stall on its client, and the stores
