@@ -56,8 +56,9 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// The invariants of every answer: no 5xx (a memory store never fails), `HEAD` without
-/// a body, JSON and XML bodies that parse, `Location` on a 201, `Vary: Accept` on every
-/// answer that has a representation.
+/// a body, JSON and XML bodies that parse (decoded first when compressed), `Location` on
+/// a 201, `Vary: Accept` on every answer that has a representation (with
+/// `Accept-Encoding` where it may be compressed).
 pub fn check(method: &Method, response: &Response<Bytes>) {
     let status = response.status();
     assert!(!status.is_server_error(), "{status}: {response:?}");
@@ -69,7 +70,8 @@ pub fn check(method: &Method, response: &Response<Bytes>) {
         assert!(response.headers().contains_key("location"), "{response:?}");
     }
     if status != 204 {
-        assert_eq!(response.headers()["vary"], "Accept", "{response:?}");
+        let vary = &response.headers()["vary"];
+        assert!(vary == "Accept" || vary == "Accept, Accept-Encoding", "{response:?}");
     }
     assert!(response.headers().contains_key("x-request-id"), "{response:?}");
     if status == 304 {
@@ -78,6 +80,8 @@ pub fn check(method: &Method, response: &Response<Bytes>) {
     if body.is_empty() {
         return;
     }
+    let decoded = decode(response);
+    let body = &decoded[..];
     let content_type = response.headers()["content-type"].to_str().expect("ASCII");
     if content_type.contains("json") {
         serde_json::from_slice::<serde_json::Value>(body).expect("well-formed JSON");
@@ -86,4 +90,30 @@ pub fn check(method: &Method, response: &Response<Bytes>) {
     } else {
         panic!("unexpected content type {content_type}");
     }
+}
+
+/// The body as sent before its `Content-Encoding`, which must decode.
+fn decode(response: &Response<Bytes>) -> Vec<u8> {
+    use std::io::Read;
+    let body = &response.body()[..];
+    let Some(coding) = response.headers().get("content-encoding") else {
+        return body.to_vec();
+    };
+    let mut out = Vec::new();
+    match coding.as_bytes() {
+        b"gzip" => {
+            flate2::read::GzDecoder::new(body)
+                .read_to_end(&mut out)
+                .expect("gzip decodes");
+        }
+        b"br" => brotli::BrotliDecompress(&mut &body[..], &mut out).expect("br decodes"),
+        b"zstd" => {
+            ruzstd::decoding::StreamingDecoder::new(&mut &body[..])
+                .expect("a zstd frame")
+                .read_to_end(&mut out)
+                .expect("zstd decodes");
+        }
+        other => panic!("unexpected Content-Encoding {other:?}"),
+    }
+    out
 }
