@@ -141,13 +141,14 @@ impl Limiter {
         let trusted = |address: &IpAddr| self.trusted.iter().any(|net| net.contains(address));
         let mut client = peer.to_canonical();
         if trusted(&client) {
-            let hops: Vec<&str> = headers
+            // Right to left: the last field line first, each from its end.
+            let hops = headers
                 .get_all("x-forwarded-for")
                 .iter()
+                .rev()
                 .filter_map(|value| value.to_str().ok())
-                .flat_map(|value| value.split(','))
-                .collect();
-            for hop in hops.iter().rev() {
+                .flat_map(|value| value.rsplit(','));
+            for hop in hops {
                 // An address that does not parse ends the walk: the hop before it (a
                 // trusted proxy) is the client as far as anything can tell.
                 let Some(address) = parse_hop(hop) else { break };

@@ -235,11 +235,7 @@ impl Context {
                 .insert(REQUEST_ID, id.header_value().clone());
             return Ok(response);
         }
-        let origin = self
-            .cors
-            .as_ref()
-            .and_then(|cors| cors.allowed(request.headers()).map(|origin| (cors, origin)));
-        if let Some((cors, _)) = origin
+        if let Some(cors) = &self.cors
             && let Some(mut response) =
                 cors.preflight(&method, request.headers(), || self.api.allow(path))
         {
@@ -248,7 +244,10 @@ impl Context {
                 .insert(REQUEST_ID, id.header_value().clone());
             return Ok(response);
         }
-        let origin = origin.map(|(_, origin)| origin);
+        let origin = self
+            .cors
+            .as_ref()
+            .and_then(|cors| cors.allowed(request.headers()));
         let mut rate = None;
         if let Some(limiter) = &self.limiter {
             let client = limiter.client(peer.ip(), request.headers());

@@ -23,6 +23,7 @@ use http::{HeaderMap, Response, StatusCode};
 
 use crate::cache::CacheLimits;
 use crate::conditional;
+use crate::negotiate::parse_q;
 
 /// Smallest body compressed: below it, the encoding's framing eats most of the gain.
 pub(crate) const MIN_SIZE: usize = 1024;
@@ -101,7 +102,7 @@ pub(crate) fn choose(request: &HeaderMap) -> Option<Coding> {
         let Some(weight) = parts.try_fold(1000, |weight, param| {
             let (name, value) = param.split_once('=')?;
             if name.trim().eq_ignore_ascii_case("q") {
-                quality(value.trim())
+                parse_q(value.trim())
             } else {
                 Some(weight)
             }
@@ -136,24 +137,6 @@ pub(crate) fn choose(request: &HeaderMap) -> Option<Coding> {
     // Identity is acceptable unless excluded; a client that prefers it gets it.
     // Identity stays acceptable unless excluded, but wins only where listed above them.
     best.filter(|_| weight >= identity.unwrap_or(0))
-}
-
-/// A q-value (`0`, `0.5`, `1.000` …) in thousandths; `None` if malformed.
-fn quality(text: &str) -> Option<u16> {
-    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
-    if fraction.len() > 3 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let thousandths = fraction
-        .bytes()
-        .chain(std::iter::repeat(b'0'))
-        .take(3)
-        .fold(0u16, |n, digit| n * 10 + u16::from(digit - b'0'));
-    match whole {
-        "0" => Some(thousandths),
-        "1" if thousandths == 0 => Some(1000),
-        _ => None,
-    }
 }
 
 /// `tag` (a strong `"…"`) for the `coding` variant: `"…-gzip"`.
@@ -312,19 +295,6 @@ mod tests {
         assert_eq!(pick(&["br;q=2, gzip"]), Some(Coding::Gzip));
         assert_eq!(pick(&["br;q=0.1234, gzip;q=0.1"]), Some(Coding::Gzip));
         assert_eq!(pick(&["br;q=, gzip;q=abc"]), None);
-    }
-
-    #[test]
-    fn quality_values() {
-        assert_eq!(quality("0"), Some(0));
-        assert_eq!(quality("0.5"), Some(500));
-        assert_eq!(quality("0.125"), Some(125));
-        assert_eq!(quality("1"), Some(1000));
-        assert_eq!(quality("1.000"), Some(1000));
-        assert_eq!(quality("1.5"), None);
-        assert_eq!(quality("0.1234"), None);
-        assert_eq!(quality("-0"), None);
-        assert_eq!(quality(""), None);
     }
 
     #[test]

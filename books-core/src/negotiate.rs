@@ -62,8 +62,9 @@ fn parse_range(text: &str) -> Option<Range> {
     })
 }
 
-/// RFC 9110 qvalue: `0[.ddd]` or `1[.000]`, in thousandths.
-fn parse_q(text: &str) -> Option<u16> {
+/// RFC 9110 qvalue: `0[.ddd]` or `1[.000]`, in thousandths (`Accept` and
+/// `Accept-Encoding` alike).
+pub(crate) fn parse_q(text: &str) -> Option<u16> {
     let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
     if fraction.len() > 3 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -137,6 +138,7 @@ mod tests {
         assert_eq!(parse_q("1"), Some(1000));
         assert_eq!(parse_q("1.000"), Some(1000));
         assert_eq!(parse_q("0.5"), Some(500));
+        assert_eq!(parse_q("0.125"), Some(125));
         assert_eq!(parse_q("0"), Some(0));
         assert_eq!(parse_q("1.5"), None);
         assert_eq!(parse_q("0.1234"), None);

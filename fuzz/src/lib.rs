@@ -94,26 +94,8 @@ pub fn check(method: &Method, response: &Response<Bytes>) {
 
 /// The body as sent before its `Content-Encoding`, which must decode.
 fn decode(response: &Response<Bytes>) -> Vec<u8> {
-    use std::io::Read;
-    let body = &response.body()[..];
-    let Some(coding) = response.headers().get("content-encoding") else {
-        return body.to_vec();
-    };
-    let mut out = Vec::new();
-    match coding.as_bytes() {
-        b"gzip" => {
-            flate2::read::GzDecoder::new(body)
-                .read_to_end(&mut out)
-                .expect("gzip decodes");
-        }
-        b"br" => brotli::BrotliDecompress(&mut &body[..], &mut out).expect("br decodes"),
-        b"zstd" => {
-            ruzstd::decoding::StreamingDecoder::new(&mut &body[..])
-                .expect("a zstd frame")
-                .read_to_end(&mut out)
-                .expect("zstd decodes");
-        }
-        other => panic!("unexpected Content-Encoding {other:?}"),
+    match response.headers().get("content-encoding") {
+        Some(coding) => books_core::testing::decoded(coding.to_str().expect("ASCII"), response.body()),
+        None => response.body().to_vec(),
     }
-    out
 }

@@ -23,6 +23,26 @@ mod xml_tree;
 
 pub use xml_tree::XmlNode;
 
+/// `body` as it was before `coding` (`gzip`, `br` or `zstd`, as the API compresses);
+/// panics on any other coding or on bytes that do not decode.
+pub fn decoded(coding: &str, body: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    match coding {
+        "gzip" => flate2::read::GzDecoder::new(body)
+            .read_to_end(&mut out)
+            .map(drop),
+        "br" => brotli::BrotliDecompress(&mut &body[..], &mut out),
+        "zstd" => ruzstd::decoding::StreamingDecoder::new(&mut &body[..])
+            .map_err(std::io::Error::other)
+            .and_then(|mut decoder| decoder.read_to_end(&mut out))
+            .map(drop),
+        other => panic!("unexpected coding {other}"),
+    }
+    .expect("decodes");
+    out
+}
+
 /// A way to reach one API instance, built by the suite from a [`Config`].
 #[async_trait]
 pub trait Harness: Send + Sync {

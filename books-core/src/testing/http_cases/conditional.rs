@@ -125,25 +125,6 @@ pub async fn if_none_match_answers_304(make: &impl MakeHarness) {
         .expect(200);
 }
 
-/// `body` in `coding` decoded (gzip, br, zstd).
-fn decoded(coding: &str, body: &[u8]) -> Vec<u8> {
-    use std::io::Read;
-    let mut out = Vec::new();
-    match coding {
-        "gzip" => flate2::read::GzDecoder::new(body)
-            .read_to_end(&mut out)
-            .map(drop),
-        "br" => brotli::BrotliDecompress(&mut &body[..], &mut out),
-        "zstd" => ruzstd::decoding::StreamingDecoder::new(&mut &body[..])
-            .map_err(std::io::Error::other)
-            .and_then(|mut decoder| decoder.read_to_end(&mut out))
-            .map(drop),
-        other => panic!("unexpected coding {other}"),
-    }
-    .expect("decodes");
-    out
-}
-
 pub async fn compressed_answers_have_their_own_tags(make: &impl MakeHarness) {
     let app = start(make, |c| c).await;
     app.seed(20).await;
@@ -177,7 +158,11 @@ pub async fn compressed_answers_have_their_own_tags(make: &impl MakeHarness) {
                 assert!(reply.body.is_empty());
                 continue;
             }
-            assert_eq!(decoded(coding, &reply.body), plain.body, "{accept}");
+            assert_eq!(
+                crate::testing::decoded(coding, &reply.body),
+                plain.body,
+                "{accept}"
+            );
             assert!(reply.body.len() < plain.body.len() / 2, "{accept}");
             assert_eq!(
                 reply.header("content-length"),
