@@ -10,6 +10,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use books_core::{BooksApi, REQUEST_ID, RequestId};
@@ -23,7 +24,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 use crate::Operations;
 use crate::cors::Cors;
@@ -120,7 +120,7 @@ async fn serve_until(
     shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
 ) -> io::Result<()> {
     let context = Arc::new(Context {
-        admission: Semaphore::new(limits.max_in_flight),
+        in_flight: AtomicUsize::new(0),
         limiter: edge.rate_limit.as_ref().map(Limiter::start),
         cors: edge.cors,
         api,
@@ -201,7 +201,8 @@ struct Context {
     api: BooksApi,
     operations: Operations,
     limits: Limits,
-    admission: Semaphore,
+    /// API requests being answered (bounded by `limits.max_in_flight`).
+    in_flight: AtomicUsize,
     cors: Option<Cors>,
     limiter: Option<Arc<Limiter>>,
 }
@@ -217,10 +218,12 @@ impl Context {
         // One id for the request's log lines here and in the API, and its answer.
         let id = RequestId::from_headers(request.headers());
         let method = request.method().clone();
-        // For the log lines after the request is handed on (shares its bytes).
-        let uri = request.uri().clone();
-        let path = uri.path();
-        if let Some(refused) = refuse(&request) {
+        let bodiless = request.body().is_end_stream();
+        // For the log line of a request that times out after it was handed on (shares its
+        // bytes; only a request with a body can).
+        let uri = (!bodiless).then(|| request.uri().clone());
+        let path = request.uri().path();
+        if let Some(refused) = refuse(&request, bodiless) {
             tracing::info!(request_id = %id, %method, %path, detail = refused, "refused");
             let mut response = problem(StatusCode::BAD_REQUEST, refused, &id);
             response
@@ -265,7 +268,7 @@ impl Context {
                 }
             }
         }
-        let Ok(_admitted) = self.admission.try_acquire() else {
+        let Some(_admitted) = Admitted::try_new(&self.in_flight, self.limits.max_in_flight) else {
             books_core::metrics::rejected("overload");
             tracing::debug!(request_id = %id, %method, %path, "shed: too many requests in flight");
             let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, OVERLOADED, &id);
@@ -277,7 +280,6 @@ impl Context {
         // Only a request with a body can stall on its client: the others are bounded by
         // the store's own waits, and skip the timer (a fifteenth of a ping's
         // instructions).
-        let bodiless = request.body().is_end_stream();
         let answer = self.api.handle_as(request, id.clone());
         let answered = if bodiless {
             Ok(answer.await)
@@ -286,6 +288,7 @@ impl Context {
         };
         let Ok(response) = answered else {
             books_core::metrics::rejected("timeout");
+            let path = uri.as_ref().map_or("", |uri| uri.path());
             tracing::warn!(request_id = %id, %method, %path, %peer, "request timed out; dropping the connection");
             return Err(io::Error::new(io::ErrorKind::TimedOut, "request timed out"));
         };
@@ -313,10 +316,14 @@ impl Context {
 
 /// What hyper accepts but RFC 9112 does not: an HTTP/1.1 request without `Host` (§3.2),
 /// and `chunked` applied more than once (§6.1). A `chunked` that is not last, hyper
-/// refuses itself; bare-LF line ends it accepts, as §2.2 allows.
-fn refuse<B>(request: &hyper::Request<B>) -> Option<&'static str> {
+/// refuses itself; bare-LF line ends it accepts, as §2.2 allows. (A `bodiless` request
+/// has no `chunked` at all: hyper would read a chunked body.)
+fn refuse<B>(request: &hyper::Request<B>, bodiless: bool) -> Option<&'static str> {
     if request.version() == Version::HTTP_11 && !request.headers().contains_key(HOST) {
         return Some("A Host header is required.");
+    }
+    if bodiless {
+        return None;
     }
     let chunked = request
         .headers()
@@ -326,6 +333,28 @@ fn refuse<B>(request: &hyper::Request<B>) -> Option<&'static str> {
         .filter(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"))
         .count();
     (chunked > 1).then_some("Transfer-Encoding applies chunked more than once.")
+}
+
+/// A place among the API requests in flight, given back when dropped. (A counter rather
+/// than tokio's `Semaphore`, whose release takes a lock: nothing ever waits here.)
+struct Admitted<'a>(&'a AtomicUsize);
+
+impl<'a> Admitted<'a> {
+    /// A place, if fewer than `max` are taken.
+    fn try_new(in_flight: &'a AtomicUsize, max: usize) -> Option<Self> {
+        in_flight
+            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Self(in_flight))
+    }
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
+    }
 }
 
 const OVERLOADED: &str = "The server is at capacity; retry shortly.";

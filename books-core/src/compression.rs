@@ -177,6 +177,13 @@ struct Kept {
     bytes: usize,
 }
 
+/// `Vary: Accept, Accept-Encoding` on an answer that has or may have encoded variants
+/// (books, pages and the OpenAPI document, whatever their size; their 304s copy it),
+/// set where it is rendered so that a cached answer carries it.
+pub(crate) fn vary(response: &mut Response<Bytes>) {
+    response.headers_mut().insert(VARY, VARY_ENCODINGS);
+}
+
 impl Compression {
     /// Keeping compressed bodies within `limits` (none kept without).
     pub(crate) fn new(limits: Option<CacheLimits>) -> Self {
@@ -187,23 +194,15 @@ impl Compression {
 
     /// Encodes a GET or HEAD answer for `request` (see the module's doc): a 200 of
     /// [`MIN_SIZE`] bytes or more in the chosen coding, with its variant's `ETag` (the
-    /// body left as it is when `If-None-Match` names that tag: the 304 follows);
-    /// `Vary: Accept, Accept-Encoding` on every answer that has or may have variants
-    /// (pages and books, and their 304s, whatever their size).
+    /// body left as it is when `If-None-Match` names that tag: the 304 follows). Its
+    /// `Vary` was set where it was rendered ([`vary`]).
     pub(crate) fn encode(&self, request: &HeaderMap, response: &mut Response<Bytes>) {
-        let status = response.status();
-        let large = status == StatusCode::OK && response.body().len() >= MIN_SIZE;
-        // Header lookups cost about a hundred instructions each: the common cases (a
-        // large answer; a small one without a tag) ask as few as they can.
-        if !large
-            && !((status == StatusCode::OK || status == StatusCode::NOT_MODIFIED)
-                && response.headers().contains_key(ETAG))
-        {
+        // Header lookups cost about a hundred instructions each: a small answer asks none.
+        if response.status() != StatusCode::OK || response.body().len() < MIN_SIZE {
             return;
         }
-        response.headers_mut().insert(VARY, VARY_ENCODINGS);
         // The core's answers are never encoded before this (the one place it happens).
-        let Some(coding) = large.then(|| choose(request)).flatten() else {
+        let Some(coding) = choose(request) else {
             return;
         };
         let tag = response.headers().get(ETAG).cloned();

@@ -25,6 +25,7 @@ pub(crate) fn etag(content_type: &[u8], body: &[u8]) -> HeaderValue {
 /// send (`ETag`, `Vary` …) but no body and no body metadata.
 pub(crate) fn not_modified_if_matching(request: &HeaderMap, response: &mut Response<Bytes>) {
     let named = response.status() == StatusCode::OK
+        && request.contains_key(IF_NONE_MATCH)
         && response
             .headers()
             .get(ETAG)
@@ -48,8 +49,12 @@ pub(crate) fn make_not_modified(answer: &mut Response<Bytes>) {
 /// entity-tag whose opaque part equals `tag`'s, `W/` ignored. A malformed list matches
 /// nothing from the first malformed element on, so it never causes a 304.
 pub(crate) fn none_match_names(request: &HeaderMap, tag: &[u8]) -> bool {
+    let mut values = request.get_all(IF_NONE_MATCH).iter().peekable();
+    if values.peek().is_none() {
+        return false;
+    }
     let current = opaque(tag);
-    request.get_all(IF_NONE_MATCH).iter().any(|value| {
+    values.any(|value| {
         // The common case, and the cheap one: the tag a client was given, sent back as is.
         if value.as_bytes() == tag {
             return true;

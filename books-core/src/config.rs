@@ -4,7 +4,7 @@ use std::fmt::Debug;
 use std::num::NonZeroU32;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::cache::CacheLimits;
 use chrono::{DateTime, SubsecRound, Utc};
@@ -13,6 +13,12 @@ use chrono::{DateTime, SubsecRound, Utc};
 pub trait Clock: Debug + Send + Sync + 'static {
     /// The current instant in UTC.
     fn now(&self) -> DateTime<Utc>;
+
+    /// Whole seconds since the Unix epoch: all the extended ping asks of most requests
+    /// (it renders again once a second). Override it where `now` is costly.
+    fn unix_seconds(&self) -> i64 {
+        self.now().timestamp()
+    }
 }
 
 /// The system clock.
@@ -22,6 +28,14 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now(&self) -> DateTime<Utc> {
         Utc::now()
+    }
+
+    /// Without chrono's calendar arithmetic: a third of what `now` costs.
+    fn unix_seconds(&self) -> i64 {
+        match SystemTime::now().duration_since(UNIX_EPOCH) {
+            Ok(since) => since.as_secs() as i64,
+            Err(_) => self.now().timestamp(),
+        }
     }
 }
 
@@ -300,5 +314,10 @@ impl Config {
     /// The current time from the configured clock, to whole seconds.
     pub fn now(&self) -> DateTime<Utc> {
         self.clock.now().trunc_subsecs(0)
+    }
+
+    /// The current time from the configured clock, in whole seconds since the Unix epoch.
+    pub(crate) fn unix_seconds(&self) -> i64 {
+        self.clock.unix_seconds()
     }
 }

@@ -58,12 +58,14 @@ impl RequestTimer {
         self.started.elapsed()
     }
 
-    /// Records the answer; the in-flight count drops with `self`.
+    /// Records the answer, and the in-flight count drops (here, in the same visit to the
+    /// handles, rather than in `drop`).
     pub(crate) fn answered(self, method: &Method, route: &'static str, status: StatusCode) {
-        let elapsed = self.started.elapsed();
+        let elapsed = std::mem::ManuallyDrop::new(self).started.elapsed();
         let (method, status) = (method_label(method), status_label(status));
         let address = (method.as_ptr(), route.as_ptr(), status.as_ptr());
         with_handles(|handles, recorder| {
+            in_flight_gauge(handles, recorder).decrement(1.0);
             let (requests, duration) = handles.answers.entry(address).or_insert_with(|| {
                 let labels = [("method", method), ("route", route), ("status", status)];
                 (
@@ -132,13 +134,18 @@ impl Drop for RequestTimer {
     }
 }
 
+/// This thread's [`IN_FLIGHT`] gauge.
+fn in_flight_gauge<'h>(handles: &'h mut Handles, recorder: &dyn metrics::Recorder) -> &'h Gauge {
+    static KEY: Key = Key::from_static_name(IN_FLIGHT);
+    handles
+        .in_flight
+        .get_or_insert_with(|| recorder.register_gauge(&KEY, &METADATA))
+}
+
 /// Moves the [`IN_FLIGHT`] gauge one up or down.
 fn in_flight(up: bool) {
-    static KEY: Key = Key::from_static_name(IN_FLIGHT);
     with_handles(|handles, recorder| {
-        let gauge = handles
-            .in_flight
-            .get_or_insert_with(|| recorder.register_gauge(&KEY, &METADATA));
+        let gauge = in_flight_gauge(handles, recorder);
         if up {
             gauge.increment(1.0);
         } else {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use chrono::Datelike;
+use chrono::{DateTime, Datelike};
 use http::header::{AUTHORIZATION, CONTENT_TYPE, ETAG, HeaderValue, LOCATION};
 use http::{Response, StatusCode};
 use http_body::Body;
@@ -15,6 +15,7 @@ use subtle::ConstantTimeEq;
 use super::{BooksApi, Handled};
 use crate::body;
 use crate::cache::{Key, PageRows, Rendered, Source, copy, read_through};
+use crate::compression;
 use crate::conditional::{self, IfMatch};
 use crate::idempotency;
 use crate::metrics::store_call;
@@ -49,12 +50,12 @@ impl BooksApi {
         }
         match endpoint {
             Endpoint::Ping => Ok(self.ping(format)),
-            Endpoint::OpenApi => Ok(render::document(
+            Endpoint::OpenApi => Ok(self.varying(render::document(
                 self.inner
                     .openapi
                     .get_or_init(|| crate::openapi::served(&self.inner.config))
                     .clone(),
-            )),
+            ))),
             Endpoint::List { action } => self.list(parts, action, format).await,
             Endpoint::Get(id) => {
                 let includes = query::includes(query)?;
@@ -327,8 +328,7 @@ impl BooksApi {
     fn ping(&self, format: Format) -> Response<Bytes> {
         let config = &self.inner.config;
         let extended = config.extended_ping();
-        let now = extended.then(|| config.now());
-        let second = now.map_or(0, |now| now.timestamp());
+        let second = if extended { config.unix_seconds() } else { 0 };
         let mut pings = self
             .inner
             .pings
@@ -340,7 +340,10 @@ impl BooksApi {
             _ => {
                 let ping = Ping {
                     status: "ok",
-                    time: now.map(|now| now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+                    time: extended.then(|| {
+                        let now = DateTime::from_timestamp(second, 0).unwrap_or_default();
+                        now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    }),
                     version: extended.then_some(crate::VERSION),
                 };
                 let mut answer = render::success(StatusCode::OK, format, "ping", &ping);
@@ -422,7 +425,12 @@ impl BooksApi {
             meta,
             links,
         };
-        let answer = tagged(render::success(StatusCode::OK, format, "books", &view));
+        let answer = self.varying(tagged(render::success(
+            StatusCode::OK,
+            format,
+            "books",
+            &view,
+        )));
         Ok(Rendered {
             answer,
             version,
@@ -465,10 +473,19 @@ impl BooksApi {
         let (book, version) = store_call("get", self.inner.store.get_versioned(id)).await?;
         let book = book.ok_or_else(Problem::book_not_found)?;
         Ok(Rendered {
-            answer: render_book(&book, includes, format),
+            answer: self.varying(render_book(&book, includes, format)),
             version,
             rows: None,
         })
+    }
+
+    /// A GET answer that may have encoded variants, its `Vary` naming `Accept-Encoding`
+    /// too when answers are compressed.
+    fn varying(&self, mut answer: Response<Bytes>) -> Response<Bytes> {
+        if self.inner.compression.is_some() {
+            compression::vary(&mut answer);
+        }
+        answer
     }
 
     /// After a write of ours: cached answers are served again only once a check has
