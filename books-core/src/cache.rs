@@ -24,10 +24,10 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures_util::future::{BoxFuture, FutureExt, Shared};
 use http::header::{ETAG, HeaderValue};
 use http::{HeaderMap, Response, StatusCode};
 
@@ -161,8 +161,60 @@ const MAX_ROUNDS: u32 = 16;
 /// became ready since the last), but a busy runtime's can be long.
 const MAX_WAIT: Duration = Duration::from_millis(1);
 
-/// A shared check: the reading (`None`: the store keeps no version).
-type Check = Shared<BoxFuture<'static, Result<Option<VersionReading>, Arc<StoreError>>>>;
+/// A check's reading (`None`: the store keeps no version).
+type Reading = Result<Option<VersionReading>, Arc<StoreError>>;
+
+/// One version check and the requests waiting for its reading: each waiter is woken
+/// once, when the reading is in.
+#[derive(Default)]
+struct Wave(Mutex<WaveState>);
+
+#[derive(Default)]
+struct WaveState {
+    reading: Option<Reading>,
+    waiting: Vec<Waker>,
+}
+
+impl Wave {
+    /// The reading, once the check is done.
+    fn reading(self: Arc<Self>) -> impl Future<Output = Reading> {
+        std::future::poll_fn(move |cx| {
+            let mut state = lock(&self.0);
+            match &state.reading {
+                Some(reading) => Poll::Ready(reading.clone()),
+                None => {
+                    if !state.waiting.iter().any(|w| w.will_wake(cx.waker())) {
+                        state.waiting.push(cx.waker().clone());
+                    }
+                    Poll::Pending
+                }
+            }
+        })
+    }
+
+    /// Hands `reading` to every waiter.
+    fn finish(&self, reading: Reading) {
+        let waiting = {
+            let mut state = lock(&self.0);
+            state.reading = Some(reading);
+            std::mem::take(&mut state.waiting)
+        };
+        waiting.into_iter().for_each(Waker::wake);
+    }
+}
+
+/// Finishes a wave whose check ended without a reading (its task panicked or was
+/// dropped): its waiters get an error rather than wait forever.
+struct Unfinished(Arc<Wave>);
+
+impl Drop for Unfinished {
+    fn drop(&mut self) {
+        if lock(&self.0.0).reading.is_none() {
+            let error = StoreError::other("the version check ended without a reading");
+            self.0.finish(Err(Arc::new(error)));
+        }
+    }
+}
 
 #[derive(Debug)]
 pub(crate) struct Cache {
@@ -226,10 +278,10 @@ struct Look {
 struct Checks {
     next_id: u64,
     /// The check in flight.
-    running: Option<(u64, Check)>,
+    running: Option<(u64, Arc<Wave>)>,
     /// The check not sent yet (it waits for `running`, then for the runtime to run
     /// what is ready); requests arriving meanwhile join it.
-    queued: Option<(u64, Check)>,
+    queued: Option<(u64, Arc<Wave>)>,
     /// Requests that asked for a check, ever: whether a round brought new ones.
     joined: u64,
 }
@@ -326,87 +378,88 @@ impl Cache {
     /// The store's version from a check sent after this call (shared with every caller
     /// that joins before it is sent), the cache moved on to it. A store without a
     /// version reads as version 0 with nothing kept under it.
+    ///
+    /// Under tokio the check runs as a task of its own, so its rounds of waiting for
+    /// joiners poll only it, and each joiner is woken once; elsewhere each caller sends
+    /// a check of its own.
     async fn check(&self, store: &Arc<dyn BookStore>) -> Result<VersionReading, Arc<StoreError>> {
-        let check = {
-            let mut checks = lock(&self.checks);
-            checks.joined += 1;
-            if let Some((_, queued)) = &checks.queued {
-                queued.clone()
-            } else {
-                checks.next_id += 1;
-                let id = checks.next_id;
-                let after = checks.running.as_ref().map(|(_, running)| running.clone());
-                let check = Self::check_after(
-                    self.checks.clone(),
-                    self.entries.clone(),
-                    id,
-                    store.clone(),
-                    after,
-                );
-                checks.queued = Some((id, check.clone()));
-                check
-            }
+        let reading = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => self.join(&runtime, store).reading().await,
+            Err(_) => Self::send(&self.entries, store).await,
         };
-        Ok(check.await?.unwrap_or(VersionReading {
+        Ok(reading?.unwrap_or(VersionReading {
             version: 0,
             books: None,
         }))
     }
 
+    /// The wave of the check not sent yet, started on `runtime` if there is none.
+    fn join(&self, runtime: &tokio::runtime::Handle, store: &Arc<dyn BookStore>) -> Arc<Wave> {
+        let mut checks = lock(&self.checks);
+        checks.joined += 1;
+        if let Some((_, queued)) = &checks.queued {
+            return queued.clone();
+        }
+        checks.next_id += 1;
+        let id = checks.next_id;
+        let wave = Arc::new(Wave::default());
+        let after = checks.running.as_ref().map(|(_, running)| running.clone());
+        checks.queued = Some((id, wave.clone()));
+        runtime.spawn(Self::check_after(
+            self.checks.clone(),
+            self.entries.clone(),
+            id,
+            store.clone(),
+            after,
+            Unfinished(wave.clone()),
+        ));
+        wave
+    }
+
     /// One version query, sent once `after` (the check in flight) is done and the
-    /// requests the runtime has already read had their turn to join; its reading moves
-    /// the entries on.
-    fn check_after(
+    /// requests the runtime has already read had their turn to join; its reading goes
+    /// to the wave's waiters.
+    async fn check_after(
         checks: Arc<Mutex<Checks>>,
         entries: Arc<Mutex<Entries>>,
         id: u64,
         store: Arc<dyn BookStore>,
-        after: Option<Check>,
-    ) -> Check {
-        async move {
-            if let Some(after) = after {
-                let _ = after.await;
+        after: Option<Arc<Wave>>,
+        wave: Unfinished,
+    ) {
+        if let Some(after) = after {
+            let _ = after.reading().await;
+        }
+        // Under tokio a yield resumes once every ready task ran and the I/O driver
+        // was polled: wait while rounds bring new joiners (two at least: a resumed
+        // task runs before those its round woke), up to `MAX_ROUNDS` and `MAX_WAIT`.
+        let mut seen = lock(&checks).joined;
+        let mut quiet = 0;
+        let waiting = Instant::now();
+        for _ in 1..=MAX_ROUNDS {
+            if waiting.elapsed() >= MAX_WAIT {
+                break;
             }
-            // Under tokio a yield resumes once every ready task ran and the I/O driver
-            // was polled: wait while rounds bring new joiners (two at least: a resumed
-            // task runs before those its round woke), up to `MAX_ROUNDS` and `MAX_WAIT`.
-            let mut seen = lock(&checks).joined;
-            let mut quiet = 0;
-            let waiting = Instant::now();
-            for _ in 1..=MAX_ROUNDS {
-                if waiting.elapsed() >= MAX_WAIT {
-                    break;
-                }
-                tokio::task::yield_now().await;
-                let joined = lock(&checks).joined;
-                quiet = if joined == seen { quiet + 1 } else { 0 };
-                if quiet == 2 {
-                    break;
-                }
-                seen = joined;
+            tokio::task::yield_now().await;
+            let joined = lock(&checks).joined;
+            quiet = if joined == seen { quiet + 1 } else { 0 };
+            if quiet == 2 {
+                break;
             }
+            seen = joined;
+        }
+        {
+            let mut slots = lock(&checks);
+            if slots
+                .queued
+                .as_ref()
+                .is_some_and(|(queued, _)| *queued == id)
             {
-                let mut slots = lock(&checks);
-                if slots
-                    .queued
-                    .as_ref()
-                    .is_some_and(|(queued, _)| *queued == id)
-                {
-                    slots.running = slots.queued.take();
-                }
+                slots.running = slots.queued.take();
             }
-            // Sent from here on: a write this process finishes later is not in it.
-            let (above, writes) = {
-                let entries = lock(&entries);
-                let above = entries.tally.map_or(i64::MAX, |tally| tally.max_id);
-                (above, entries.writes)
-            };
-            let reading = store_call("version", store.check_version(above))
-                .await
-                .map_err(Arc::new);
-            if let Ok(Some(reading)) = reading {
-                lock(&entries).checked_at(reading, writes);
-            }
+        }
+        let reading = Self::send(&entries, &store).await;
+        {
             let mut slots = lock(&checks);
             if slots
                 .running
@@ -415,10 +468,25 @@ impl Cache {
             {
                 slots.running = None;
             }
-            reading
         }
-        .boxed()
-        .shared()
+        wave.0.finish(reading);
+    }
+
+    /// Sends one version query now and moves the entries on to its reading.
+    async fn send(entries: &Mutex<Entries>, store: &Arc<dyn BookStore>) -> Reading {
+        // Sent from here on: a write this process finishes later is not in it.
+        let (above, writes) = {
+            let entries = lock(entries);
+            let above = entries.tally.map_or(i64::MAX, |tally| tally.max_id);
+            (above, entries.writes)
+        };
+        let reading = store_call("version", store.check_version(above))
+            .await
+            .map_err(Arc::new);
+        if let Ok(Some(reading)) = reading {
+            lock(entries).checked_at(reading, writes);
+        }
+        reading
     }
 
     /// Marks every answer as possibly older than a write this process just made: the

@@ -21,7 +21,7 @@ use std::future::Future;
 use std::time::Instant;
 
 use http::{Method, StatusCode};
-use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, counter, histogram};
+use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, counter};
 
 use crate::store::StoreError;
 
@@ -63,7 +63,12 @@ impl RequestTimer {
     pub(crate) fn answered(self, method: &Method, route: &'static str, status: StatusCode) {
         let elapsed = std::mem::ManuallyDrop::new(self).started.elapsed();
         let (method, status) = (method_label(method), status_label(status));
-        let address = (method.as_ptr(), route.as_ptr(), status.as_ptr());
+        let address = (
+            method.as_ptr(),
+            route.as_ptr(),
+            route.len(),
+            status.as_ptr(),
+        );
         with_handles(|handles, recorder| {
             in_flight_gauge(handles, recorder).decrement(1.0);
             let (requests, duration) = handles.answers.entry(address).or_insert_with(|| {
@@ -92,17 +97,20 @@ struct Handles {
     recorder: usize,
     /// [`REQUESTS`] and [`REQUEST_DURATION`] of each label set, keyed by where the
     /// labels' text lies: the labels are `'static` strings from a few places, so their
-    /// addresses tell them apart without reading them (the same text at two addresses
-    /// would cost one more entry, never a wrong count).
-    answers: HashMap<
-        (*const u8, *const u8, *const u8),
-        (Counter, Histogram),
-        foldhash::fast::RandomState,
-    >,
+    /// addresses (and the lengths of those that share a first letter) tell them apart
+    /// without reading them (the same text at two addresses would cost one more entry,
+    /// never a wrong count).
+    answers: HashMap<LabelsAt, (Counter, Histogram), foldhash::fast::RandomState>,
     in_flight: Option<Gauge>,
+    /// [`STORE_DURATION`] of each operation and outcome, keyed as `answers` are.
+    stores: HashMap<LabelsAt, Histogram, foldhash::fast::RandomState>,
     /// [`CACHE`]'s hits and misses.
     cache: [Option<Counter>; 2],
 }
+
+/// Where a label set's `'static` texts lie: three addresses and a length (see
+/// [`Handles::answers`]).
+type LabelsAt = (*const u8, *const u8, usize, *const u8);
 
 thread_local! {
     /// Registered once per thread and label set: registering per answer looks the key up
@@ -192,14 +200,29 @@ pub(crate) async fn store_call<T>(
 ) -> Result<T, StoreError> {
     let started = Instant::now();
     let result = call.await;
+    let elapsed = started.elapsed();
     let outcome = match &result {
         Ok(_) => "ok",
         Err(StoreError::Unavailable(_)) => "unavailable",
         Err(StoreError::AuthorNotFound(_)) => "author_not_found",
         Err(_) => "error",
     };
-    histogram!(STORE_DURATION, "operation" => operation, "outcome" => outcome)
-        .record(started.elapsed());
+    let address = (
+        operation.as_ptr(),
+        outcome.as_ptr(),
+        operation.len(),
+        std::ptr::null(),
+    );
+    with_handles(|handles, recorder| {
+        let labels = [("operation", operation), ("outcome", outcome)];
+        handles
+            .stores
+            .entry(address)
+            .or_insert_with(|| {
+                recorder.register_histogram(&Key::from_parts(STORE_DURATION, &labels), &METADATA)
+            })
+            .record(elapsed);
+    });
     result
 }
 

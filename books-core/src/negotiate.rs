@@ -24,8 +24,19 @@ struct Range {
 /// Unparsable ranges are ignored. Each format takes the q of the most specific range
 /// matching it; a tie goes to JSON.
 pub(crate) fn negotiate(headers: &HeaderMap) -> Option<Format> {
-    let ranges: Vec<Range> = headers
-        .get_all(ACCEPT)
+    let accept = headers.get_all(ACCEPT);
+    let mut lines = accept.iter();
+    // Most requests send no `Accept` or one of three values: answered without parsing.
+    match (lines.next(), lines.next()) {
+        (None, _) => return Some(Format::Json),
+        (Some(only), None) => match only.as_bytes() {
+            b"*/*" | b"application/json" => return Some(Format::Json),
+            b"application/xml" => return Some(Format::Xml),
+            _ => {}
+        },
+        _ => {}
+    }
+    let ranges: Vec<Range> = accept
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
@@ -131,6 +142,18 @@ mod tests {
             "bad q ignored"
         );
         assert_eq!(pick("application/xml;q=0.001"), Some(Format::Xml));
+    }
+
+    #[test]
+    fn common_values_and_several_lines() {
+        assert_eq!(pick("application/json"), Some(Format::Json));
+        assert_eq!(pick("application/xml"), Some(Format::Xml));
+        let mut headers = HeaderMap::new();
+        headers.append(ACCEPT, "application/json;q=0.1".parse().unwrap());
+        headers.append(ACCEPT, "application/xml".parse().unwrap());
+        assert_eq!(negotiate(&headers), Some(Format::Xml), "every line counts");
+        headers.append(ACCEPT, "*/*".parse().unwrap());
+        assert_eq!(negotiate(&headers), Some(Format::Xml));
     }
 
     #[test]

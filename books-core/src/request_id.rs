@@ -60,6 +60,11 @@ impl RequestId {
     pub fn header_value(&self) -> &HeaderValue {
         &self.0
     }
+
+    /// The id as a header value, taken out.
+    pub fn into_header_value(self) -> HeaderValue {
+        self.0
+    }
 }
 
 impl fmt::Display for RequestId {
