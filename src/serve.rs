@@ -319,7 +319,8 @@ impl Context {
 /// refuses itself; bare-LF line ends it accepts, as §2.2 allows. (A `bodiless` request
 /// has no `chunked` at all: hyper would read a chunked body.)
 fn refuse<B>(request: &hyper::Request<B>, bodiless: bool) -> Option<&'static str> {
-    if request.version() == Version::HTTP_11 && !request.headers().contains_key(HOST) {
+    // `Host` comes first from nearly every client: found by a walk sooner than by a hash.
+    if request.version() == Version::HTTP_11 && !request.headers().keys().any(|name| name == HOST) {
         return Some("A Host header is required.");
     }
     if bodiless {

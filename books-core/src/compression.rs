@@ -23,6 +23,7 @@ use http::{HeaderMap, Response, StatusCode};
 
 use crate::cache::CacheLimits;
 use crate::conditional;
+use crate::fields;
 use crate::negotiate::parse_q;
 
 /// Smallest body compressed: below it, the encoding's framing eats most of the gain.
@@ -88,8 +89,10 @@ impl Coding {
 /// q-value (ties as [`Coding::PREFERRED`]), `None` for identity: no header, nothing of
 /// ours acceptable, or `identity` listed with a higher q. Malformed elements are skipped.
 pub(crate) fn choose(request: &HeaderMap) -> Option<Coding> {
-    let mut listed = request.get_all(ACCEPT_ENCODING).iter().peekable();
-    listed.peek()?;
+    if !fields::has(request, &ACCEPT_ENCODING) {
+        return None;
+    }
+    let listed = request.get_all(ACCEPT_ENCODING).iter();
     // q-values in thousandths: ours, identity's, and `*`'s.
     let mut q: [Option<u16>; 3] = [None; 3];
     let (mut identity, mut any) = (None, None);

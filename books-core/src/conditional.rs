@@ -8,6 +8,8 @@ use http::header::{
 use http::{HeaderMap, Response, StatusCode};
 use xxhash_rust::xxh3::Xxh3;
 
+use crate::fields;
+
 /// A strong entity tag for `body` as served with `content_type`: XXH3 (64 bits, a fixed
 /// seed) of both, so the same bytes get the same tag in every process and release, and
 /// JSON, XML and each `include` get their own. XXH3 hashes a 5 KB page in well under a
@@ -25,7 +27,7 @@ pub(crate) fn etag(content_type: &[u8], body: &[u8]) -> HeaderValue {
 /// send (`ETag`, `Vary` …) but no body and no body metadata.
 pub(crate) fn not_modified_if_matching(request: &HeaderMap, response: &mut Response<Bytes>) {
     let named = response.status() == StatusCode::OK
-        && request.contains_key(IF_NONE_MATCH)
+        && fields::has(request, &IF_NONE_MATCH)
         && response
             .headers()
             .get(ETAG)
@@ -49,12 +51,11 @@ pub(crate) fn make_not_modified(answer: &mut Response<Bytes>) {
 /// entity-tag whose opaque part equals `tag`'s, `W/` ignored. A malformed list matches
 /// nothing from the first malformed element on, so it never causes a 304.
 pub(crate) fn none_match_names(request: &HeaderMap, tag: &[u8]) -> bool {
-    let mut values = request.get_all(IF_NONE_MATCH).iter().peekable();
-    if values.peek().is_none() {
+    if !fields::has(request, &IF_NONE_MATCH) {
         return false;
     }
     let current = opaque(tag);
-    values.any(|value| {
+    request.get_all(IF_NONE_MATCH).iter().any(|value| {
         // The common case, and the cheap one: the tag a client was given, sent back as is.
         if value.as_bytes() == tag {
             return true;

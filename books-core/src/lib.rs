@@ -45,6 +45,7 @@ mod compression;
 mod conditional;
 mod config;
 pub mod demo;
+mod fields;
 mod form;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

@@ -4,6 +4,8 @@ use http::HeaderMap;
 use http::header::ACCEPT;
 use mime::Mime;
 
+use crate::fields;
+
 /// A response format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Format {
@@ -24,6 +26,9 @@ struct Range {
 /// Unparsable ranges are ignored. Each format takes the q of the most specific range
 /// matching it; a tie goes to JSON.
 pub(crate) fn negotiate(headers: &HeaderMap) -> Option<Format> {
+    if !fields::has(headers, &ACCEPT) {
+        return Some(Format::Json);
+    }
     let accept = headers.get_all(ACCEPT);
     let mut lines = accept.iter();
     // Most requests send no `Accept` or one of three values: answered without parsing.

@@ -25,8 +25,11 @@ impl RequestId {
     /// of `A-Z a-z 0-9 - . _ ~ : + / = @`, so it stays a valid URN, header and log field),
     /// otherwise a [new](Self::generate) one.
     pub fn from_headers(headers: &HeaderMap) -> Self {
+        // A walk over the request's few fields: hashing a name that is not a standard
+        // one costs more than comparing it with each of them.
         headers
-            .get(REQUEST_ID)
+            .iter()
+            .find_map(|(name, value)| (*name == REQUEST_ID).then_some(value))
             .filter(|value| usable(value.as_bytes()))
             .map_or_else(Self::generate, |value| Self(value.clone()))
     }
