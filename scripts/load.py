@@ -9,7 +9,7 @@ that answer the same paths with the same bytes.
     python3 scripts/load.py --cache [--stores sqlite,postgres] [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --versus [--stores sqlite,postgres] [--books 1000] [--rounds 3] [--seconds 5] [--push] [--before OLD_BINARY]
     python3 scripts/load.py --cache-memory [--books 1000000]
-    python3 scripts/load.py --instructions [--stores memory,postgres] [--seconds 5] [--before OLD_BINARY]
+    python3 scripts/load.py --instructions [--stores memory,sqlite,postgres] [--workloads ping,list,304] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --pooler [--rounds 3] [--seconds 5]
     python3 scripts/load.py --replicas [--rounds 3] [--seconds 5]
     python3 scripts/load.py --edge [--rounds 3] [--seconds 5]
@@ -43,11 +43,13 @@ With `--push`, our server runs PostgreSQL in push mode (what every write then co
 `--before`, an older binary in push mode beside that), and bare warp beside bare hyper
 (its ratio is the floor for anything served through warp).
 
-`--instructions` counts the user-space instructions per cached 304 (valgrind's Callgrind:
-within a few percent from run to run, where CPU time moves by tens) of the server
-(PostgreSQL in push mode, or the memory store: versions known without a query) and of
-bare hyper, each under wrk -c16 after a warm-up; with `--before`, an older server binary
-beside. The kernel's share of a request is not counted.
+`--instructions` counts the user-space instructions per answer (valgrind's Callgrind:
+within a few percent from run to run, where CPU time moves by tens) of the server and of
+bare hyper answering the same bytes, each under wrk -c16 after a warm-up: `ping`, the
+cached `list` page 1 + include in exact mode (a share of the version check included),
+and its `304` (PostgreSQL in push mode, or the memory store: versions known without a
+query); `--workloads` picks some. With `--before`, an older server binary beside. The
+kernel's share of a request is not counted.
 
 `--pooler` runs the server twice on one PostgreSQL database (1,000 books), directly and
 through PgBouncer in transaction mode (`--transaction-pooler true`; installed with apt if
@@ -804,56 +806,68 @@ def replicas(args):
 
 
 def instructions(args):
-    """User-space instructions per cached 304 under Callgrind: the server (and `--before`)
-    beside bare hyper answering the same status and content type."""
+    """User-space instructions per answer under Callgrind: the server (and `--before`)
+    beside bare hyper answering the same status, content type and bytes."""
     tmp = tempfile.mkdtemp(prefix="books-instructions-")
-    path = "/api/books?include=author&page=1"
-    empty = os.path.join(tmp, "empty")
-    open(empty, "wb").close()
+    page = "/api/books?include=author"
+    # (path, status, whether the request sends the ETag back, PostgreSQL in push mode)
+    workloads = {"ping": ("/api/ping", 200, False, False),
+                 "list": (page, 200, False, False),
+                 "304": (page + "&page=1", 304, True, True)}
+    chosen = (args.workloads or "ping,list,304").split(",")
     servers = {"ours": SERVER, **({"before": args.before} if args.before else {})}
-    print(f"User-space instructions per 304 ({path}, If-None-Match), Callgrind, wrk -t1 -c16 "
-          f"for {args.seconds}s after a 2 s warm-up.\n")
-    print("| store | server | requests | instructions/request | ratio to hyper |")
-    print("|---|---|---|---|---|")
+    print(f"User-space instructions per answer, Callgrind, wrk -t1 -c16 for {args.seconds}s after a "
+          "2 s warm-up; `list` is page 1 + include answered from the cache in exact mode (so its "
+          "count includes a share of one version check per wave, and depends on how many requests "
+          "a wave gathers); `304` is the same page with `If-None-Match`, PostgreSQL in push mode.\n")
+    print("| store | workload | server | requests | instructions/request | ratio to hyper |")
+    print("|---|---|---|---|---|---|")
     port = 18096
     for store in args.stores.split(","):
-        if store == "sqlite":
-            print("| sqlite | skipped: its 304s share version queries, so counts depend on timing | | | |")
-            continue
         url = prepare_store(store, tmp)
-        extra = ["--push", "true"] if store == "postgres" else []
-        counts, header, ctype = {}, None, None
-        for name, binary in [*servers.items(), ("hyper", None)]:
-            if binary:
-                cmd = [binary, "--listen", f"127.0.0.1:{port}", "--database-url", url, "--metrics", "false",
-                       "--base-url", "http://localhost:8080", *extra]
-            else:
-                cmd = [f"{RELEASE}/baseline", "hyper", f"127.0.0.1:{port}", f"{path}=304:{ctype}:{empty}"]
-            out = os.path.join(tmp, f"{store}-{name}.callgrind")
-            proc = subprocess.Popen(["taskset", "-c", "0", "valgrind", "--tool=callgrind",
-                                     f"--callgrind-out-file={out}", *cmd],
-                                    env=dict(os.environ, TOKIO_WORKER_THREADS="1", RUST_LOG="warn"),
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                wait_port(port, timeout=120)
-                if header is None:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}") as r:
-                        header = f"If-None-Match: {r.headers['etag']}"
-                        ctype = r.headers["content-type"].replace(";", "%3B")
-                wrk(port, path, 2, connections=16, header=header)
-                subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
-                requests, _, _, _, non2xx = wrk(port, path, args.seconds, connections=16, header=header)
-                subprocess.run(["callgrind_control", "-d", str(proc.pid)], check=True, capture_output=True)
-                if non2xx:
-                    raise RuntimeError(f"{name} answered {non2xx} errors")
-                with open(f"{out}.1") as f:
-                    total = next(int(line.split()[1]) for line in f if line.startswith("summary:"))
-                counts[name] = (requests, total / requests)
-            finally:
-                proc.terminate()
-                proc.wait()
-        for name, (requests, per) in counts.items():
-            print(f"| {store} | {name} | {requests:,} | {per:,.0f} | {per / counts['hyper'][1]:.2f}x |")
+        for workload in chosen:
+            path, status, conditional, push = workloads[workload]
+            if store == "sqlite" and workload == "304":
+                print("| sqlite | 304 | skipped: no push mode, see `list` | | | |")
+                continue
+            extra = ["--push", "true"] if push and store == "postgres" else []
+            counts, answer = {}, {}
+            for name, binary in [*servers.items(), ("hyper", None)]:
+                if binary:
+                    cmd = [binary, "--listen", f"127.0.0.1:{port}", "--database-url", url, "--metrics", "false",
+                           "--base-url", "http://localhost:8080", *extra]
+                else:
+                    body = os.path.join(tmp, f"{workload}.body")
+                    with open(body, "wb") as f:
+                        f.write(b"" if status == 304 else answer["body"])
+                    cmd = [f"{RELEASE}/baseline", "hyper", f"127.0.0.1:{port}",
+                           f"{path}={status}:{answer['ctype']}:{body}"]
+                out = os.path.join(tmp, f"{store}-{workload}-{name}.callgrind")
+                proc = subprocess.Popen(["taskset", "-c", "0", "valgrind", "--tool=callgrind",
+                                         f"--callgrind-out-file={out}", *cmd],
+                                        env=dict(os.environ, TOKIO_WORKER_THREADS="1", RUST_LOG="warn"),
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                try:
+                    wait_port(port, timeout=120)
+                    if not answer:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}") as r:
+                            answer = {"body": r.read(), "ctype": r.headers["content-type"].replace(";", "%3B"),
+                                      "etag": r.headers["etag"]}
+                    header = f"If-None-Match: {answer['etag']}" if conditional else None
+                    wrk(port, path, 2, connections=16, header=header)
+                    subprocess.run(["callgrind_control", "-z", str(proc.pid)], check=True, capture_output=True)
+                    requests, _, _, _, non2xx = wrk(port, path, args.seconds, connections=16, header=header)
+                    subprocess.run(["callgrind_control", "-d", str(proc.pid)], check=True, capture_output=True)
+                    if non2xx and status == 200:
+                        raise RuntimeError(f"{name} answered {non2xx} errors")
+                    with open(f"{out}.1") as f:
+                        total = next(int(line.split()[1]) for line in f if line.startswith("summary:"))
+                    counts[name] = (requests, total / requests)
+                finally:
+                    proc.terminate()
+                    proc.wait()
+            for name, (requests, per) in counts.items():
+                print(f"| {store} | {workload} | {name} | {requests:,} | {per:,.0f} | {per / counts['hyper'][1]:.2f}x |")
 
 
 XFF_LUA = """
@@ -965,7 +979,8 @@ def main():
     parser.add_argument("--replicas", action="store_true")
     parser.add_argument("--edge", action="store_true")
     parser.add_argument("--push", action="store_true", help="--versus: our server in PostgreSQL push mode")
-    parser.add_argument("--workloads", help="--versus: only these, by first word (list,get,creates,mixed)")
+    parser.add_argument("--workloads", help="--versus: only these, by first word (ping,list,get,creates,mixed); "
+                        "--instructions: of ping,list,304")
     parser.add_argument("--books", type=int, default=200_000)
     parser.add_argument("--before", help="--metrics-cost, --instructions, --cache, --versus: an older server binary to run beside")
     args = parser.parse_args()

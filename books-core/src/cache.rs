@@ -9,7 +9,9 @@
 //! reading requests that join it (under tokio: scheduler rounds, until two quiet ones,
 //! [`MAX_ROUNDS`] or [`MAX_WAIT`]), so one check serves a whole wave of requests rather
 //! than the first few: a few microseconds more latency alone, far fewer queries under
-//! load (BENCHMARKS.md). A key the cache does not hold skips the check and reads
+//! load (BENCHMARKS.md). Under tokio a check runs as a task of its own, so its rounds
+//! poll only it and each waiting request is woken once; outside tokio every request
+//! sends a check of its own. A key the cache does not hold skips the check and reads
 //! at once: the store returns the version with the data, and the answer is kept under
 //! it. A store that knows its version without asking ([`BookStore::known_version`]) is
 //! trusted instead of a check, except right after a write of this process (a pushed

@@ -169,6 +169,7 @@ async fn write(store: &impl Write, books: &[NewBook]) -> Vec<Created> {
 /// too), and a book no row went to was not written (its author is missing). `None` when
 /// a row matches no book: something (a host's trigger) changed what was written, and who
 /// wrote which row cannot be told.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn attribute(books: &[NewBook], rows: Vec<BookRecord>) -> Option<Vec<Created>> {
     let mut created: Vec<Created> = books
         .iter()

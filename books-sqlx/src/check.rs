@@ -41,6 +41,7 @@ pub(crate) struct Checked {
     /// The books' tally, read with the version.
     pub(crate) books: BooksTally,
     /// The primary's WAL position (PostgreSQL with replicas), in bytes.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) position: Option<i64>,
 }
 
