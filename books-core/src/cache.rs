@@ -205,16 +205,30 @@ impl Wave {
     }
 }
 
-/// Finishes a wave whose check ended without a reading (its task panicked or was
-/// dropped): its waiters get an error rather than wait forever.
-struct Unfinished(Arc<Wave>);
+/// A check task's hold on its wave and its place in [`Checks`]. Dropped before the
+/// reading is in (the task panicked, or its runtime shut down), it gives the place up and
+/// hands the waiters an error, so no request waits forever and the next one starts anew.
+struct Sending {
+    wave: Arc<Wave>,
+    checks: Arc<Mutex<Checks>>,
+    id: u64,
+}
 
-impl Drop for Unfinished {
+impl Drop for Sending {
     fn drop(&mut self) {
-        if lock(&self.0.0).reading.is_none() {
-            let error = StoreError::other("the version check ended without a reading");
-            self.0.finish(Err(Arc::new(error)));
+        if lock(&self.wave.0).reading.is_some() {
+            return;
         }
+        {
+            let checks = &mut *lock(&self.checks);
+            for slot in [&mut checks.queued, &mut checks.running] {
+                if slot.as_ref().is_some_and(|(id, _)| *id == self.id) {
+                    *slot = None;
+                }
+            }
+        }
+        let error = StoreError::other("the version check ended without a reading");
+        self.wave.finish(Err(Arc::new(error)));
     }
 }
 
@@ -407,13 +421,16 @@ impl Cache {
         let wave = Arc::new(Wave::default());
         let after = checks.running.as_ref().map(|(_, running)| running.clone());
         checks.queued = Some((id, wave.clone()));
-        runtime.spawn(Self::check_after(
-            self.checks.clone(),
-            self.entries.clone(),
+        let sending = Sending {
+            wave: wave.clone(),
+            checks: self.checks.clone(),
             id,
+        };
+        runtime.spawn(Self::check_after(
+            sending,
+            self.entries.clone(),
             store.clone(),
             after,
-            Unfinished(wave.clone()),
         ));
         wave
     }
@@ -422,20 +439,19 @@ impl Cache {
     /// requests the runtime has already read had their turn to join; its reading goes
     /// to the wave's waiters.
     async fn check_after(
-        checks: Arc<Mutex<Checks>>,
+        sending: Sending,
         entries: Arc<Mutex<Entries>>,
-        id: u64,
         store: Arc<dyn BookStore>,
         after: Option<Arc<Wave>>,
-        wave: Unfinished,
     ) {
+        let (checks, id) = (&sending.checks, sending.id);
         if let Some(after) = after {
             let _ = after.reading().await;
         }
         // Under tokio a yield resumes once every ready task ran and the I/O driver
         // was polled: wait while rounds bring new joiners (two at least: a resumed
         // task runs before those its round woke), up to `MAX_ROUNDS` and `MAX_WAIT`.
-        let mut seen = lock(&checks).joined;
+        let mut seen = lock(checks).joined;
         let mut quiet = 0;
         let waiting = Instant::now();
         for _ in 1..=MAX_ROUNDS {
@@ -443,7 +459,7 @@ impl Cache {
                 break;
             }
             tokio::task::yield_now().await;
-            let joined = lock(&checks).joined;
+            let joined = lock(checks).joined;
             quiet = if joined == seen { quiet + 1 } else { 0 };
             if quiet == 2 {
                 break;
@@ -451,7 +467,7 @@ impl Cache {
             seen = joined;
         }
         {
-            let mut slots = lock(&checks);
+            let mut slots = lock(checks);
             if slots
                 .queued
                 .as_ref()
@@ -462,7 +478,7 @@ impl Cache {
         }
         let reading = Self::send(&entries, &store).await;
         {
-            let mut slots = lock(&checks);
+            let mut slots = lock(checks);
             if slots
                 .running
                 .as_ref()
@@ -471,7 +487,7 @@ impl Cache {
                 slots.running = None;
             }
         }
-        wave.0.finish(reading);
+        sending.wave.finish(reading);
     }
 
     /// Sends one version query now and moves the entries on to its reading.
@@ -599,11 +615,13 @@ mod tests {
         Response::new(Bytes::from_static(body.as_bytes()))
     }
 
-    /// Counts version checks; each answers once the test lets it through.
+    /// Counts version checks; each answers once the test lets it through, but the one
+    /// numbered `panics` panics.
     #[derive(Debug)]
     struct Gated {
         calls: std::sync::atomic::AtomicU64,
         gate: tokio::sync::Semaphore,
+        panics: u64,
     }
 
     #[async_trait::async_trait]
@@ -611,6 +629,7 @@ mod tests {
         async fn version(&self) -> Result<Option<u64>, StoreError> {
             let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
             self.gate.acquire().await.expect("open").forget();
+            assert_ne!(call, self.panics, "a store that panics");
             Ok(Some(call))
         }
         async fn list(&self, _: u64, _: u32) -> Result<crate::BookPage, StoreError> {
@@ -680,6 +699,22 @@ mod tests {
         }
     }
 
+    /// A check whose task panics hands its waiters an error, and the next request starts
+    /// a check of its own rather than joining the dead one.
+    #[tokio::test]
+    async fn a_check_that_panics_fails_its_wave_only() {
+        let cache = Cache::new(CacheLimits::default());
+        let store: Arc<dyn BookStore> = Arc::new(Gated {
+            calls: Default::default(),
+            gate: tokio::sync::Semaphore::new(10),
+            panics: 1,
+        });
+        let failed = tokio::time::timeout(Duration::from_secs(5), cache.check(&store)).await;
+        assert!(failed.expect("answered, not stuck").is_err());
+        let next = tokio::time::timeout(Duration::from_secs(5), cache.check(&store)).await;
+        assert_eq!(next.expect("answered").expect("a reading").version, 2);
+    }
+
     /// Requests that ask before a check is sent share it; one that asks after it was sent
     /// waits for a check of its own, sent after the first is done.
     #[tokio::test]
@@ -688,6 +723,7 @@ mod tests {
         let gated = Arc::new(Gated {
             calls: Default::default(),
             gate: tokio::sync::Semaphore::new(0),
+            panics: 0,
         });
         let store: Arc<dyn BookStore> = gated.clone();
         let ask = |n: usize| {
