@@ -145,6 +145,7 @@ async fn serve_until(
         .keep_alive_timeout(limits.header_timeout)
         .max_header_list_size(MAX_BUF_SIZE as u32)
         .max_concurrent_streams(MAX_STREAMS);
+    let _pacer = Pacer::start();
     let mut shutdown = shutdown;
     loop {
         let (stream, peer) = tokio::select! {
@@ -190,6 +191,33 @@ async fn serve_until(
         tracing::warn!("shutdown grace period over; closing the remaining connections");
     }
     Ok(())
+}
+
+/// A timer that is always pending within a second, while the server runs.
+///
+/// Tokio's time driver wakes itself through its eventfd (a `write(2)` and one more turn
+/// of `epoll_wait`) whenever a timer is set and no earlier one is pending, even on the
+/// thread that is running tasks (tokio-rs/tokio#5207). Exact mode's version check sets
+/// one per wave and hyper's header timeout one per request, and between waves no other
+/// timer is pending: a third of a system call per cached read (BENCHMARKS.md, "Issue
+/// 23"). With this one pending, every longer timer is set without a wake.
+struct Pacer(tokio::task::JoinHandle<()>);
+
+impl Pacer {
+    fn start() -> Self {
+        Self(tokio::spawn(async {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+            }
+        }))
+    }
+}
+
+impl Drop for Pacer {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Streams one HTTP/2 connection may have open at once (each is a request in flight,

@@ -168,10 +168,8 @@ type Reading = Result<Option<VersionReading>, Arc<StoreError>>;
 
 /// One version check and the requests waiting for its reading: each waiter is woken
 /// once, when the reading is in.
-#[derive(Default)]
 struct Wave(Mutex<WaveState>);
 
-#[derive(Default)]
 struct WaveState {
     reading: Option<Reading>,
     waiting: Vec<Waker>,
@@ -418,7 +416,11 @@ impl Cache {
         }
         checks.next_id += 1;
         let id = checks.next_id;
-        let wave = Arc::new(Wave::default());
+        // Room for a wave of 16 without growing (most are smaller).
+        let wave = Arc::new(Wave(Mutex::new(WaveState {
+            reading: None,
+            waiting: Vec::with_capacity(16),
+        })));
         let after = checks.running.as_ref().map(|(_, running)| running.clone());
         checks.queued = Some((id, wave.clone()));
         let sending = Sending {
