@@ -426,6 +426,9 @@ def cache_compare(args):
                     procs["before push"] = start([args.before, "--listen", "127.0.0.1:18089", *same,
                                                   "--push", "true"], 18089)
             procs["cache on"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache on']}", *same], ports["cache on"])
+            if args.before:
+                ports["before on"] = 18087
+                procs["before on"] = start([args.before, "--listen", "127.0.0.1:18087", *same], 18087)
             procs["cache off"] = start([SERVER, "--listen", f"127.0.0.1:{ports['cache off']}", *same,
                                         "--cache-entries", "0"], ports["cache off"])
             specs, headers = [], {}
