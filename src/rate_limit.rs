@@ -15,8 +15,6 @@
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::num::NonZeroU32;
-use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
 use governor::middleware::StateInformationMiddleware;
@@ -80,11 +78,10 @@ impl std::fmt::Debug for Limiter {
 }
 
 impl Limiter {
-    /// A limiter for `limit`, and a task that sweeps its idle clients once a second
-    /// while the limiter lives (call inside a tokio runtime).
-    pub(crate) fn start(limit: &RateLimit) -> Arc<Self> {
+    /// A limiter for `limit`; [`sweep`](Self::sweep) forgets its idle clients.
+    pub(crate) fn new(limit: &RateLimit) -> Self {
         let quota = Quota::per_second(limit.per_second).allow_burst(limit.burst);
-        let limiter = Arc::new(Self {
+        Self {
             limiter: RateLimiter::keyed(quota).with_middleware::<StateInformationMiddleware>(),
             clock: DefaultClock::default(),
             policy: HeaderValue::try_from(format!("\"client\";q={};w=1", limit.per_second))
@@ -92,18 +89,14 @@ impl Limiter {
             per_second: limit.per_second.get(),
             burst: limit.burst.get(),
             trusted: limit.trusted_proxies.clone(),
-        });
-        let weak: Weak<Self> = Arc::downgrade(&limiter);
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                every.tick().await;
-                let Some(limiter) = weak.upgrade() else { break };
-                limiter.limiter.retain_recent();
-                limiter.limiter.shrink_to_fit();
-            }
-        });
-        limiter
+        }
+    }
+
+    /// Forgets the clients whose allowance is full again (the server calls it once a
+    /// second), so memory follows the clients of the last moments, not of all time.
+    pub(crate) fn sweep(&self) {
+        self.limiter.retain_recent();
+        self.limiter.shrink_to_fit();
     }
 
     /// The `RateLimit-Policy` field.
@@ -203,7 +196,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_client_is_the_peer_unless_a_trusted_proxy_forwards() {
-        let limiter = Limiter::start(&limit(5, &["10.0.0.0/8", "::1/128"]));
+        let limiter = Limiter::new(&limit(5, &["10.0.0.0/8", "::1/128"]));
         let ip = |text: &str| text.parse::<IpAddr>().unwrap();
         let headers = forwarded("203.0.113.9, 198.51.100.7, 10.1.2.3");
         // An untrusted peer's header is ignored.
@@ -231,7 +224,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_client_past_its_burst_waits_others_do_not() {
-        let limiter = Limiter::start(&limit(5, &[]));
+        let limiter = Limiter::new(&limit(5, &[]));
         let (one, two) = ("192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap());
         for left in (0..5).rev() {
             let Verdict::Allowed(field) = limiter.check(one) else {

@@ -121,7 +121,10 @@ async fn serve_until(
 ) -> io::Result<()> {
     let context = Arc::new(Context {
         in_flight: AtomicUsize::new(0),
-        limiter: edge.rate_limit.as_ref().map(Limiter::start),
+        limiter: edge
+            .rate_limit
+            .as_ref()
+            .map(|limit| Arc::new(Limiter::new(limit))),
         cors: edge.cors,
         api,
         operations,
@@ -145,7 +148,7 @@ async fn serve_until(
         .keep_alive_timeout(limits.header_timeout)
         .max_header_list_size(MAX_BUF_SIZE as u32)
         .max_concurrent_streams(MAX_STREAMS);
-    let _pacer = Pacer::start();
+    let _tick = Tick::start(context.limiter.clone());
     let mut shutdown = shutdown;
     loop {
         let (stream, peer) = tokio::select! {
@@ -193,28 +196,33 @@ async fn serve_until(
     Ok(())
 }
 
-/// A timer that is always pending within a second, while the server runs.
+/// The server's task that runs once a second while it serves: it sweeps the rate
+/// limiter's idle clients, and keeps a timer always pending within a second.
 ///
-/// Tokio's time driver wakes itself through its eventfd (a `write(2)` and one more turn
-/// of `epoll_wait`) whenever a timer is set and no earlier one is pending, even on the
-/// thread that is running tasks (tokio-rs/tokio#5207). Exact mode's version check sets
-/// one per wave and hyper's header timeout one per request, and between waves no other
-/// timer is pending: a third of a system call per cached read (BENCHMARKS.md, "Issue
-/// 23"). With this one pending, every longer timer is set without a wake.
-struct Pacer(tokio::task::JoinHandle<()>);
+/// That timer matters on its own: tokio's time driver wakes itself through its eventfd
+/// (a `write(2)` and one more turn of `epoll_wait`) whenever a timer is set and no
+/// earlier one is pending, even on the thread that is running tasks
+/// (tokio-rs/tokio#5207). Exact mode's version check sets one per wave and hyper's
+/// header timeout one per request, and between waves no other timer is pending: a third
+/// of a system call per cached read (BENCHMARKS.md, "The end of issue 23"). With the
+/// tick pending, every longer timer is set without a wake.
+struct Tick(tokio::task::JoinHandle<()>);
 
-impl Pacer {
-    fn start() -> Self {
-        Self(tokio::spawn(async {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
+impl Tick {
+    fn start(limiter: Option<Arc<Limiter>>) -> Self {
+        Self(tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(1));
             loop {
-                tick.tick().await;
+                every.tick().await;
+                if let Some(limiter) = &limiter {
+                    limiter.sweep();
+                }
             }
         }))
     }
 }
 
-impl Drop for Pacer {
+impl Drop for Tick {
     fn drop(&mut self) {
         self.0.abort();
     }
