@@ -7,7 +7,7 @@ that answer the same paths with the same bytes.
     python3 scripts/load.py --metrics-cost [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --shedding [--books 200000] [--seconds 5]
     python3 scripts/load.py --cache [--stores sqlite,postgres] [--rounds 3] [--seconds 5] [--before OLD_BINARY]
-    python3 scripts/load.py --versus [--stores sqlite,postgres] [--books 1000] [--rounds 3] [--seconds 5] [--push] [--before OLD_BINARY]
+    python3 scripts/load.py --versus [--stores sqlite,postgres] [--books 1000] [--rounds 3] [--seconds 5] [--push] [--cache-off] [--before OLD_BINARY]
     python3 scripts/load.py --cache-memory [--books 1000000]
     python3 scripts/load.py --instructions [--stores memory,sqlite,postgres] [--workloads ping,list,304] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --pooler [--rounds 3] [--seconds 5]
@@ -35,9 +35,11 @@ without a bound on requests in flight and with `--max-in-flight 8`: p50/p99 of a
 (`benches/handwritten.rs`, its own tables, no cache) on the same database, both with their
 defaults: ping, list page 1 and get one (16 connections), creates (50 connections), and a
 mixed workload (95% reads over the first 10 pages, 5% creates, 32 connections);
-throughput ratio to hand-written. `--before` adds an older server binary on a database
-of its own.
-With `--push`, our server runs PostgreSQL in push mode (what every write then costs).
+throughput ratio to hand-written. Ping is also asked of bare hyper serving our ping's
+bytes: what no server that does more can beat. `--before` adds an older server binary on
+a database of its own.
+With `--push`, our server runs PostgreSQL in push mode (what every write then costs);
+with `--cache-off`, without its cache (`--cache-entries 0`).
 
 `--cache` adds, on PostgreSQL, a server in push mode beside the exact one (and with
 `--before`, an older binary in push mode beside that), and bare warp beside bare hyper
@@ -493,6 +495,7 @@ def versus(args):
     the same database server: repeated reads, creates at 50 connections and a mixed
     workload (95% reads over the first 10 pages, 5% creates, 32 connections)."""
     run(["cargo", "build", "--release", "-p", "books-benches", "--example", "handwritten"], cwd=ROOT)
+    run(["cargo", "build", "--release", "--example", "baseline"], cwd=ROOT)
     tmp = tempfile.mkdtemp(prefix="books-versus-")
     scripts = {}
     for name, text in {"create": POST_LUA, "mixed": MIXED_LUA}.items():
@@ -503,6 +506,8 @@ def versus(args):
     if args.before:
         ports["before"] = 18096
     push = ["--push", "true"] if args.push else []
+    # The cache off: every answer read from the database, as the hand-written server's.
+    ours = ["--cache-entries", "0"] if args.cache_off else []
     runs = {"ping": ("/api/ping", None, 16),
             "list p1 + include": ("/api/books?include=author", None, 16),
             "get one + include": ("/api/books/7?include=author", None, 16),
@@ -521,7 +526,7 @@ def versus(args):
         hand_url = url if store == "postgres" else f"sqlite://{tmp}/handwritten.db"
         procs = {}
         try:
-            procs["ours"] = start([SERVER, "--listen", f"127.0.0.1:{ports['ours']}", "--database-url", url,
+            procs["ours"] = start([SERVER, "--listen", f"127.0.0.1:{ports['ours']}", "--database-url", url, *ours,
                                    *(push if store == "postgres" else [])], ports["ours"])
             if args.before:
                 # Its own database: an older binary refuses newer migrations.
@@ -533,10 +538,20 @@ def versus(args):
                                          ports["handwritten"])
             for port in ports.values():
                 fill_over_http(port, args.books)
+            # Ping also from bare hyper serving our ping's bytes: the most any server can
+            # gain on the hand-written one there.
+            pinging = {}
+            if "ping" in runs:
+                body = os.path.join(tmp, "ping.body")
+                with urllib.request.urlopen(f"http://127.0.0.1:{ports['ours']}/api/ping") as r, open(body, "wb") as f:
+                    f.write(r.read())
+                procs["bare hyper"] = start([f"{RELEASE}/baseline", "hyper", "127.0.0.1:18097",
+                                             f"/api/ping=200:application/json:{body}"], 18097)
+                pinging = {"bare hyper": 18097}
             results = {}
             for _ in range(args.rounds):
                 for name, (path, script, conns) in runs.items():
-                    for target, port in ports.items():
+                    for target, port in {**ports, **(pinging if name == "ping" else {})}.items():
                         lua = scripts.get(script)
                         r = measure(procs[target], port, path, args.seconds, lua, conns)
                         results.setdefault((name, target), []).append(r)
@@ -982,6 +997,7 @@ def main():
     parser.add_argument("--replicas", action="store_true")
     parser.add_argument("--edge", action="store_true")
     parser.add_argument("--push", action="store_true", help="--versus: our server in PostgreSQL push mode")
+    parser.add_argument("--cache-off", action="store_true", help="--versus: our server without its cache")
     parser.add_argument("--workloads", help="--versus: only these, by first word (ping,list,get,creates,mixed); "
                         "--instructions: of ping,list,304")
     parser.add_argument("--books", type=int, default=200_000)
