@@ -542,11 +542,8 @@ def versus(args):
             # gain on the hand-written one there.
             pinging = {}
             if "ping" in runs:
-                body = os.path.join(tmp, "ping.body")
-                with urllib.request.urlopen(f"http://127.0.0.1:{ports['ours']}/api/ping") as r, open(body, "wb") as f:
-                    f.write(r.read())
                 procs["bare hyper"] = start([f"{RELEASE}/baseline", "hyper", "127.0.0.1:18097",
-                                             f"/api/ping=200:application/json:{body}"], 18097)
+                                             *save_bodies(ports["ours"], tmp)], 18097)
                 pinging = {"bare hyper": 18097}
             results = {}
             for _ in range(args.rounds):
