@@ -32,6 +32,9 @@ use crate::rate_limit::{Limiter, RATELIMIT, RATELIMIT_POLICY, RateLimit, Verdict
 /// What the connection loop answers with.
 pub(crate) type Response = http::Response<Full<Bytes>>;
 
+/// How an HTTP/2 connection with prior knowledge begins (RFC 9113, 3.4).
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
 /// Largest per-connection read buffer: caps memory per connection whatever a client sends.
 const MAX_BUF_SIZE: usize = 16 * 1024;
 
@@ -132,7 +135,15 @@ async fn serve_until(
     });
     let graceful = GracefulShutdown::new();
     // HTTP/1.1, and HTTP/2 with prior knowledge, on the same port: the first bytes of a
-    // connection tell which.
+    // connection tell which. A connection whose first bytes cannot begin HTTP/2's preface
+    // goes straight to hyper's HTTP/1.1 connection; the auto builder, which reads the
+    // first bytes itself and then serves through a rewinding wrapper, takes the rest
+    // (BENCHMARKS.md, "The HTTP/1.1 connection").
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(MAX_BUF_SIZE);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -168,19 +179,28 @@ async fn serve_until(
         let handler = service_fn(move |request: hyper::Request<Incoming>| {
             context.clone().answer(peer, request)
         });
-        let (builder, watcher) = (builder.clone(), graceful.watcher());
+        let (http1, builder, watcher) = (http1.clone(), builder.clone(), graceful.watcher());
         let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
-            // The auto builder reads a connection's first bytes (which protocol?) with no
-            // time limit of its own: a client that connects and sends nothing is dropped
-            // after the header timeout, as HTTP/1.1's header timeout does later on.
-            let mut first = [0; 1];
-            match tokio::time::timeout(header_timeout, stream.peek(&mut first)).await {
-                Ok(Ok(read)) if read > 0 => {}
+            // The first bytes (which protocol?) within the header timeout: a client that
+            // connects and sends nothing is dropped then, as HTTP/1.1's header timeout
+            // does later on.
+            let mut first = [0; PREFACE.len()];
+            let read = match tokio::time::timeout(header_timeout, stream.peek(&mut first)).await {
+                Ok(Ok(read)) if read > 0 => read,
                 _ => return,
-            }
-            let connection = builder.serve_connection(TokioIo::new(stream), handler);
-            if let Err(error) = watcher.watch(connection).await {
+            };
+            let ended = if PREFACE.starts_with(&first[..read]) {
+                watcher
+                    .watch(builder.serve_connection(TokioIo::new(stream), handler))
+                    .await
+            } else {
+                watcher
+                    .watch(http1.serve_connection(TokioIo::new(stream), handler))
+                    .await
+                    .map_err(Into::into)
+            };
+            if let Err(error) = ended {
                 tracing::debug!(%error, %peer, "connection ended with an error");
             }
         });

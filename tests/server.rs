@@ -261,6 +261,44 @@ async fn slow_headers_are_cut_off() {
     server.shutdown().await;
 }
 
+/// The first bytes choose the protocol (HTTP/2's preface or HTTP/1.1) whatever segments
+/// they come in: a request whose first segment could still begin the preface (`P`), or
+/// could not (`G`, `PO`), is served as HTTP/1.1 either way.
+#[tokio::test]
+async fn first_bytes_in_pieces_are_served() {
+    let server = Running::start("memory", Config::default(), Limits::default()).await;
+    let author = server.add_author(Some("A")).await;
+    let body = format!("title=Split&author_id={author}&year=2020");
+    let post = format!(
+        "POST /api/books HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let get = "GET /api/ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_owned();
+    for (request, split, status) in [(&post, 1, "201"), (&post, 2, "201"), (&get, 1, "200")] {
+        let mut stream = TcpStream::connect(server.addr).await.unwrap();
+        stream
+            .write_all(&request.as_bytes()[..split])
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stream
+            .write_all(&request.as_bytes()[split..])
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut answer))
+            .await
+            .expect("answered")
+            .unwrap();
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status}")),
+            "split after {split}: {answer}"
+        );
+    }
+    server.shutdown().await;
+}
+
 /// A body that trickles in slower than the request timeout loses its connection.
 #[tokio::test]
 async fn slow_bodies_are_cut_off() {
