@@ -12,7 +12,7 @@ use books_core::testing::Harness;
 use books_core::{BooksApi, Config};
 use bytes::Bytes;
 use clap::Parser;
-use http::{Request, Response};
+use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -296,6 +296,28 @@ async fn first_bytes_in_pieces_are_served() {
             "split after {split}: {answer}"
         );
     }
+    server.shutdown().await;
+}
+
+/// An answer larger than a connection's buffer (the OpenAPI document, ~38 KB against
+/// 16 KiB) arrives whole, its head and body written from one buffer.
+#[tokio::test]
+async fn large_answers_arrive_whole() {
+    let server = Running::start("memory", Config::default(), Limits::default()).await;
+    let request = Request::get("/api/openapi.json")
+        .body(Bytes::new())
+        .unwrap();
+    let response = send(server.addr, request).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let length: usize = response.headers()[http::header::CONTENT_LENGTH]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(length > 16 * 1024, "{length} bytes");
+    assert_eq!(response.body().len(), length);
+    let document: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+    assert_eq!(document["openapi"], "3.1.0");
     server.shutdown().await;
 }
 
