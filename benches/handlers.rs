@@ -6,7 +6,8 @@
 
 use std::hint::black_box;
 
-use books_core::{AuthorStore, BookInput, BookRecord, BookStore, BooksApi, Config, ManualClock};
+use books_core::store::{AuthorStore, BookInput, BookRecord, BookStore, ListQuery};
+use books_core::{BooksApi, Config, ManualClock};
 use books_memstore::MemStore;
 use chrono::{DateTime, TimeZone, Utc};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
@@ -38,7 +39,7 @@ async fn fixture() -> Fixture {
         };
         store.create(&book, now()).await.unwrap();
     }
-    let page = store.list(0, 20).await.unwrap().books;
+    let page = store.list(&ListQuery::new(0, 20)).await.unwrap().books;
     let one = store.get(7).await.unwrap().unwrap();
     let config = Config::default()
         .with_base_url(BASE)

@@ -7,7 +7,8 @@
 
 use std::hint::black_box;
 
-use books_core::{AuthorStore, BookInput, BookRecord, BookStore, BooksApi, Config, ManualClock};
+use books_core::store::{AuthorStore, BookInput, BookRecord, BookStore};
+use books_core::{BooksApi, Config, ManualClock};
 use books_memstore::MemStore;
 use bytes::Bytes;
 use chrono::{DateTime, TimeZone, Utc};

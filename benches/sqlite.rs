@@ -7,7 +7,8 @@
 use std::hint::black_box;
 use std::sync::Mutex;
 
-use books_core::{AuthorStore, BookInput, BookRecord, BookStore, BooksApi, Config, ManualClock};
+use books_core::store::{AuthorStore, BookInput, BookRecord, BookStore};
+use books_core::{BooksApi, Config, ManualClock};
 use books_sqlx::SqliteStore;
 use books_sqlx::sqlx::{self, SqlitePool, sqlite::SqlitePoolOptions};
 use bytes::Bytes;

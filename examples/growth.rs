@@ -1,16 +1,19 @@
-//! Growth: bulk-loads 1,000 and then 1,000,000 books (100,000 authors) into SQLite and
-//! PostgreSQL and times list page 1, the last page (50,000 at 1M), get one and create
-//! through the API (cache off: every request reads) at each size.
-//! `cargo run --release --example growth [-- sqlite|postgres]`
-//! (PostgreSQL from BOOKS_LOAD_POSTGRES_URL, default the local `test` database).
+//! Growth: bulk-loads 1,000 and then 1,000,000 books (100,000 authors) into SQLite,
+//! PostgreSQL and MariaDB and times list page 1, the last page (50,000 at 1M), get one
+//! and create through the API (cache off: every request reads) at each size.
+//! `cargo run --release --example growth [-- sqlite|postgres|mysql]`
+//! (PostgreSQL from BOOKS_LOAD_POSTGRES_URL, default the local `test` database; MariaDB
+//! from BOOKS_LOAD_MYSQL_URL, default the local server as root).
 //!
-//! The bulk loader is plain SQL (a recursive CTE / generate_series), one statement per table.
+//! The bulk loader is plain SQL (a recursive CTE, generate_series, MariaDB's sequence
+//! tables), one statement per table.
 
 use std::time::{Duration, Instant};
 
-use books_core::{BookStore, BooksApi, Config};
+use books_core::store::{BookStore, ListQuery};
+use books_core::{BooksApi, Config};
 use books_sqlx::sqlx::{self, Connection};
-use books_sqlx::{PostgresStore, SqliteStore};
+use books_sqlx::{MySqlStore, PostgresStore, SqliteStore};
 use http::Request;
 
 const AUTHORS: i64 = 100_000;
@@ -93,7 +96,7 @@ async fn sqlite() {
         let api = BooksApi::new(store.clone(), Config::default().with_cache(None));
         row(
             "SQLite",
-            store.list(0, 1).await.unwrap().total as i64,
+            store.list(&ListQuery::new(0, 1)).await.unwrap().total as i64,
             measure(&api, target).await,
         );
     }
@@ -144,7 +147,7 @@ async fn postgres() {
         let api = BooksApi::new(store.clone(), Config::default().with_cache(None));
         row(
             "PostgreSQL",
-            store.list(0, 1).await.unwrap().total as i64,
+            store.list(&ListQuery::new(0, 1)).await.unwrap().total as i64,
             measure(&api, target).await,
         );
     }
@@ -154,15 +157,72 @@ async fn postgres() {
         .unwrap();
 }
 
+async fn mariadb() {
+    let url = std::env::var("BOOKS_LOAD_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into());
+    let database = format!("books_growth_{}", std::process::id());
+    let mut admin = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    let store = MySqlStore::connect_lazy(&url)
+        .unwrap()
+        .in_database(&database)
+        .unwrap();
+    store.migrate().await.unwrap();
+    // The bulk loads run on a connection of their own: the store's connections bound
+    // every statement (`STATEMENT_TIMEOUT`), and loading 1M books takes longer.
+    let statement = |sql: String| sqlx::raw_sql(sqlx::AssertSqlSafe(sql));
+    statement(format!("USE {database}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    statement(format!(
+        "INSERT INTO authors (name) SELECT CONCAT('Author ', seq) FROM seq_1_to_{AUTHORS}"
+    ))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    let mut loaded = 0;
+    for target in [1_000_i64, 1_000_000] {
+        let started = Instant::now();
+        statement(format!(
+            "INSERT INTO books (title, author_id, year, created_at, updated_at) \
+             SELECT CONCAT('Book ', seq), seq % {AUTHORS} + 1, 2000 + seq % 26, NOW(6), NOW(6) \
+             FROM seq_{}_to_{target}",
+            loaded + 1
+        ))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+        statement("ANALYZE TABLE books, authors".into())
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        eprintln!("mariadb: loaded {target} books in {:?}", started.elapsed());
+        loaded = target;
+        let api = BooksApi::new(store.clone(), Config::default().with_cache(None));
+        row(
+            "MariaDB",
+            store.list(&ListQuery::new(0, 1)).await.unwrap().total as i64,
+            measure(&api, target).await,
+        );
+    }
+    statement(format!("DROP DATABASE {database}"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+}
+
 #[tokio::main]
 async fn main() {
-    let which = std::env::args().nth(1).unwrap_or_else(|| "both".into());
+    let which = std::env::args().nth(1).unwrap_or_else(|| "all".into());
     println!("| store | books | list page 1 ms | last page ms | get one ms | create ms |");
     println!("|---|---|---|---|---|---|");
-    if which != "postgres" {
+    if ["all", "sqlite"].contains(&which.as_str()) {
         sqlite().await;
     }
-    if which != "sqlite" {
+    if ["all", "postgres"].contains(&which.as_str()) {
         postgres().await;
+    }
+    if ["all", "mysql"].contains(&which.as_str()) {
+        mariadb().await;
     }
 }

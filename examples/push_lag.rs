@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use books_core::{AuthorStore, BookInput, BookStore};
+use books_core::store::{AuthorStore, BookInput, BookStore, Versions};
 use books_sqlx::PostgresStore;
 use books_sqlx::sqlx::AssertSqlSafe;
 
@@ -74,7 +74,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             writer.create(&book, chrono::Utc::now()).await?;
             let acknowledged = Instant::now();
             let version = writer.version().await?;
-            while listener.known_version() < version {
+            while listener.known_version() < Some(version) {
                 tokio::task::yield_now().await;
             }
             lags.push(acknowledged.elapsed());

@@ -7,11 +7,11 @@ that answer the same paths with the same bytes.
     python3 scripts/load.py --metrics-cost [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --shedding [--books 200000] [--seconds 5]
     python3 scripts/load.py --cache [--stores sqlite,postgres] [--rounds 3] [--seconds 5] [--before OLD_BINARY]
-    python3 scripts/load.py --versus [--stores sqlite,postgres] [--books 1000] [--rounds 3] [--seconds 5] [--push] [--cache-off] [--before OLD_BINARY]
+    python3 scripts/load.py --versus [--stores sqlite,postgres,mysql] [--books 1000] [--rounds 3] [--seconds 5] [--push] [--cache-off] [--before OLD_BINARY]
     python3 scripts/load.py --cache-memory [--books 1000000]
     python3 scripts/load.py --instructions [--stores memory,sqlite,postgres] [--workloads ping,list,304] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --pooler [--rounds 3] [--seconds 5]
-    python3 scripts/load.py --replicas [--rounds 3] [--seconds 5]
+    python3 scripts/load.py --replicas [--stores postgres,mysql] [--rounds 3] [--seconds 5]
     python3 scripts/load.py --edge [--rounds 3] [--seconds 5]
 
 Builds the release binaries, installs wrk (apt) and oha (cargo) if missing, pins every
@@ -32,7 +32,8 @@ without a bound on requests in flight and with `--max-in-flight 8`: p50/p99 of a
 (200) answers, the share shed (503) and how fast a 503 comes.
 
 `--versus` runs the server beside the hand-written axum + sqlx server
-(`benches/handwritten.rs`, its own tables, no cache) on the same database, both with their
+(`benches/handwritten.rs`, its own tables, no cache) on the same database server (`mysql`:
+MariaDB at BOOKS_LOAD_MYSQL_URL, default the local server as root), both with their
 defaults: ping, list page 1 and get one (16 connections), creates (50 connections), and a
 mixed workload (95% reads over the first 10 pages, 5% creates, 32 connections);
 throughput ratio to hand-written. Ping is also asked of bare hyper serving our ping's
@@ -58,15 +59,16 @@ through PgBouncer in transaction mode (`--transaction-pooler true`; installed wi
 missing), cache on and off, side by side: ping, list page 1 + include, get one + include
 (16 connections) and creates (50): throughput, our CPU and PgBouncer's per request.
 
-`--replicas` starts a private primary and a streaming replica (initdb, pg_basebackup;
-as the postgres user) and reads pages 1-10 and books (with include, 16 connections) from
+`--replicas` starts a private primary and a replica (PostgreSQL: initdb, pg_basebackup,
+as the postgres user, a streaming replica; `mysql`: mariadb-install-db, mariadbd, a GTID
+replica; `--stores` picks, default PostgreSQL) and reads pages 1-10 and books (with include, 16 connections) from
 a server on the primary alone and one with `--replica-url`, cache on and off, while a
 writer (a third server) updates a book every 20 ms and the script reads each write back
 at once from the server under test: the share of store reads the replica served (from
 /metrics), the primary's CPU per request (its processes, from /proc), p50/p99, and the
 stale reads the script counted.
 
-`--edge` measures issue 24's features on SQLite (1,000 books): bytes on the wire for list
+`--edge` measures the open internet's features on SQLite (1,000 books): bytes on the wire for list
 page 1 + include in JSON and XML per encoding; CPU per cached list answer in each
 encoding against identity (the compressed bodies kept); CPU per ping with the rate
 limiter on (every request allowed) and with CORS on (an allowed Origin) against neither,
@@ -96,6 +98,7 @@ RELEASE = os.path.join(ROOT, "target", "release", "examples")
 SERVER = os.path.join(ROOT, "target", "release", "books-api")
 TICK = os.sysconf("SC_CLK_TCK")
 PG_URL = os.environ.get("BOOKS_LOAD_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/books_load")
+MYSQL_URL = os.environ.get("BOOKS_LOAD_MYSQL_URL", "mysql://root@127.0.0.1:3306/books_load")
 PORTS = {"ours": 18080, "hyper": 18081, "warp": 18082}
 PATHS = {"ping": "/api/ping", "list": "/api/books?include=author"}
 
@@ -215,6 +218,12 @@ def prepare_store(store, tmp, name="load"):
     if store == "sqlite":
         return f"sqlite://{tmp}/{name}.db"
     database = f"books_{name}"
+    if store == "mysql":
+        mariadb = ["mariadb", "--no-defaults", "-uroot", "-h127.0.0.1", "-e"]
+        subprocess.run(mariadb + [f"DROP DATABASE IF EXISTS {database}; "
+                                  f"DROP DATABASE IF EXISTS {database}_handwritten; "
+                                  f"CREATE DATABASE {database}"], check=True, capture_output=True)
+        return MYSQL_URL.rsplit("/", 1)[0] + "/" + database
     subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-qc",
                     f"DROP DATABASE IF EXISTS {database}"], check=True, capture_output=True)
     subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-qc",
@@ -523,7 +532,7 @@ def versus(args):
         if store == "memory":
             continue
         url = prepare_store(store, tmp)
-        hand_url = url if store == "postgres" else f"sqlite://{tmp}/handwritten.db"
+        hand_url = f"sqlite://{tmp}/handwritten.db" if store == "sqlite" else url
         procs = {}
         try:
             procs["ours"] = start([SERVER, "--listen", f"127.0.0.1:{ports['ours']}", "--database-url", url, *ours,
@@ -726,6 +735,32 @@ def private_cluster(tmp):
     return postmaster, stop
 
 
+def private_mariadb(tmp):
+    """A private MariaDB primary (port 15450, binary log on) and a GTID replica of it (15451)."""
+    procs = []
+    for port, server_id in ((15450, 1), (15451, 2)):
+        data = os.path.join(tmp, f"mariadb-{port}")
+        run(["mariadb-install-db", "--no-defaults", "--user=root", "--skip-test-db",
+             "--auth-root-authentication-method=normal", f"--datadir={data}"], capture_output=True)
+        cmd = ["mariadbd", "--no-defaults", "--user=root", "--bind-address=127.0.0.1", "--skip-name-resolve",
+               f"--port={port}", f"--datadir={data}", f"--socket={data}.sock", f"--pid-file={data}.pid",
+               f"--log-error={data}.err", f"--server-id={server_id}"]
+        if port == 15450:
+            cmd.append(f"--log-bin={data}-bin")
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        wait_port(port, 60)
+    mariadb = lambda port, sql: run(["mariadb", "--no-defaults", "-uroot", "-h127.0.0.1", f"-P{port}", "-e", sql])
+    mariadb(15451, "CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = 15450, MASTER_USER = 'root', "
+                   "MASTER_USE_GTID = slave_pos; START SLAVE")
+    mariadb(15450, "CREATE DATABASE books")
+
+    def stop():
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+    return procs[0].pid, stop
+
+
 def tree_cpu(pid):
     """CPU seconds of a process and its children (PostgreSQL's backends)."""
     children = subprocess.run(["ps", "--ppid", str(pid), "-o", "pid="], capture_output=True, text=True).stdout
@@ -747,15 +782,27 @@ def metric(port, name, label):
 
 
 def replicas(args):
-    """Reads from the primary alone against reads with a streaming replica."""
+    """Reads from the primary alone against reads with a replica (PostgreSQL streaming,
+    MariaDB GTID), for each of `--stores` (postgres, mysql)."""
+    for store in args.stores.split(","):
+        if store in ("postgres", "mysql"):
+            print(f"### {store}\n")
+            replicas_of(store, args)
+
+
+def replicas_of(store, args):
     import threading
     tmp = tempfile.mkdtemp(prefix="books-replicas-")
     lua = os.path.join(tmp, "reads.lua")
     with open(lua, "w") as f:
         f.write(READS_LUA)
-    postmaster, stop_cluster = private_cluster(tmp)
-    primary, replica = ("postgres://postgres@127.0.0.1:15440/postgres",
-                        "postgres://postgres@127.0.0.1:15441/postgres")
+    if store == "mysql":
+        postmaster, stop_cluster = private_mariadb(tmp)
+        primary, replica = ("mysql://root@127.0.0.1:15450/books", "mysql://root@127.0.0.1:15451/books")
+    else:
+        postmaster, stop_cluster = private_cluster(tmp)
+        primary, replica = ("postgres://postgres@127.0.0.1:15440/postgres",
+                            "postgres://postgres@127.0.0.1:15441/postgres")
     targets = {"primary only": (18100, []), "with replica": (18101, ["--replica-url", replica]),
                "primary only, cache off": (18102, ["--cache-entries", "0"]),
                "with replica, cache off": (18103, ["--replica-url", replica, "--cache-entries", "0"])}
@@ -839,17 +886,18 @@ def instructions(args):
     print("|---|---|---|---|---|---|")
     port = 18096
     for store in args.stores.split(","):
-        url = prepare_store(store, tmp)
+        # An older binary gets a database of its own: it refuses newer migrations.
+        urls = {name: prepare_store(store, tmp, name) for name in servers}
         for workload in chosen:
             path, status, conditional, push = workloads[workload]
-            if store == "sqlite" and workload == "304":
-                print("| sqlite | 304 | skipped: no push mode, see `list` | | | |")
+            if store in ("sqlite", "mysql") and workload == "304":
+                print(f"| {store} | 304 | skipped: no push mode, see `list` | | | |")
                 continue
             extra = ["--push", "true"] if push and store == "postgres" else []
             counts, answer = {}, {}
             for name, binary in [*servers.items(), ("hyper", None)]:
                 if binary:
-                    cmd = [binary, "--listen", f"127.0.0.1:{port}", "--database-url", url, "--metrics", "false",
+                    cmd = [binary, "--listen", f"127.0.0.1:{port}", "--database-url", urls[name], "--metrics", "false",
                            "--base-url", "http://localhost:8080", *extra]
                 else:
                     body = os.path.join(tmp, f"{workload}.body")
@@ -1005,6 +1053,8 @@ def main():
                                  or args.pooler or args.replicas or args.edge))
     if args.pooler:
         return pooler(args)
+    if args.replicas and args.stores == parser.get_default("stores"):
+        args.stores = "postgres"
     if args.replicas:
         return replicas(args)
     if args.edge:

@@ -11,16 +11,14 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::header::{
     ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_ALLOW_ORIGIN,
     ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE, ACCESS_CONTROL_REQUEST_METHOD,
     HeaderValue, ORIGIN, VARY,
 };
 use http::{HeaderMap, Method, StatusCode};
-use http_body_util::Full;
 
-use crate::serve::Response;
+use crate::response::{Response, empty};
 
 /// The request headers a client of this API sends beyond the CORS-safelisted ones.
 const ALLOW_HEADERS: HeaderValue = HeaderValue::from_static(
@@ -108,8 +106,7 @@ impl Cors {
         }
         let origin = self.allowed(request)?;
         let methods = methods()?;
-        let mut response = Response::new(Full::new(Bytes::new()));
-        *response.status_mut() = StatusCode::NO_CONTENT;
+        let mut response = empty(StatusCode::NO_CONTENT);
         let headers = response.headers_mut();
         headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
         headers.insert(ACCESS_CONTROL_ALLOW_METHODS, methods);

@@ -1,6 +1,6 @@
 //! The books API server: the HTTP/1.1 and HTTP/2 connection loop ([`serve`]) with
 //! timeouts, request ids and load shedding, CORS ([`Cors`]) and per-client rate limits
-//! ([`RateLimit`]); the operator endpoints ([`Operations`]: `/livez`, `/readyz`,
+//! ([`RateLimit`]), together the [`ClientPolicy`]; the operator endpoints ([`Operations`]: `/livez`, `/readyz`,
 //! `/metrics`); the command line ([`Options`]); and opening a store by URL
 //! ([`open_store`]). The binary (`cargo run --release`) puts them together; the
 //! repository's README covers running, embedding and configuring it.
@@ -11,10 +11,22 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// `docs/embedding.md`'s examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/embedding.md")]
+pub struct EmbeddingDoctests;
+
+/// `docs/stores.md`'s examples, compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/stores.md")]
+pub struct StoresDoctests;
+
 mod cors;
+mod handler;
 mod ops;
 mod options;
 mod rate_limit;
+mod response;
 mod serve;
 mod store;
 
@@ -22,7 +34,7 @@ pub use cors::{Cors, InvalidOrigin};
 pub use ops::{LIVEZ, METRICS, Operations, READYZ, install_metrics, serve_metrics};
 pub use options::{LogFormat, Options};
 pub use rate_limit::{RATELIMIT, RATELIMIT_POLICY, RateLimit};
-pub use serve::{Edge, Limits, serve, serve_with};
+pub use serve::{ClientPolicy, Limits, serve, serve_with};
 pub use store::{ServerStore, StoreOptions, open_store};
 
 use std::net::SocketAddr;
@@ -35,11 +47,14 @@ use books_core::BooksApi;
 #[non_exhaustive]
 pub enum Error {
     /// The database URL names no store this server knows.
-    #[error("unsupported database URL {0:?} (expected sqlite:…, postgres://…, or memory)")]
+    #[error(
+        "unsupported database URL {0:?} (expected sqlite:…, postgres://…, mysql://…, or memory)"
+    )]
     UnknownDatabase(String),
-    /// A PostgreSQL-only flag (push mode, a pooler, replicas) for another store.
-    #[error("{0} needs a postgres:// database")]
-    PostgresOnly(&'static str),
+    /// A flag for another database: push mode and a pooler are PostgreSQL's, replicas
+    /// PostgreSQL's and MariaDB's.
+    #[error("{0} does not apply to this database (see --help)")]
+    NotForThisDatabase(&'static str),
     /// Push mode through a transaction pooler without a direct URL to listen on.
     #[error(
         "push mode listens for the database's notifications, which a transaction pooler \

@@ -23,6 +23,8 @@ fn main() -> ExitCode {
     // A closed stderr (a log collector gone) must not take requests down: by default the
     // subscriber reports failed writes with `eprintln!`, which panics then.
     let logs = tracing_subscriber::fmt()
+        // The builder's own bound is INFO: every level here, `RUST_LOG` decides.
+        .with_max_level(tracing::level_filters::LevelFilter::TRACE)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .log_internal_errors(false);
@@ -47,7 +49,7 @@ fn main() -> ExitCode {
 
 #[tokio::main]
 async fn run(options: Options) -> Result<(), books_api::Error> {
-    let edge = options.edge()?;
+    let clients = options.client_policy()?;
     let listener = TcpListener::bind(options.listen).await?;
     let local = listener.local_addr()?;
     let (api, store) = books_api::build_api(&options, local).await?;
@@ -60,19 +62,29 @@ async fn run(options: Options) -> Result<(), books_api::Error> {
         match options.metrics_listen {
             Some(address) => {
                 let listener = TcpListener::bind(address).await?;
-                tokio::spawn(books_api::serve_metrics(listener, handle));
+                let header_timeout = options.limits().header_timeout;
+                tokio::spawn(books_api::serve_metrics(listener, handle, header_timeout));
             }
             None => operations.metrics = Some(handle),
         }
     }
+    let (prefix, base_url) = (api.config().prefix(), api.config().base_url());
+    // On stdout for whoever started it (tests wait for this line), and in the log.
     let _ = writeln!(
         std::io::stdout(),
-        "books API listening on http://{local}{} (base URL {})",
-        api.config().prefix(),
-        api.config().base_url()
+        "books API listening on http://{local}{prefix} (base URL {base_url})"
     );
+    tracing::info!(address = %local, prefix, base_url, "listening");
     let limits = options.limits();
-    books_api::serve_with(listener, api, limits, operations, edge, shutdown_signal()).await?;
+    books_api::serve_with(
+        listener,
+        api,
+        limits,
+        operations,
+        clients,
+        shutdown_signal(),
+    )
+    .await?;
     Ok(())
 }
 

@@ -6,10 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use books_core::BooksApi;
-use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use http::{Method, StatusCode};
-use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -17,8 +15,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 
-use crate::serve::Response;
-use crate::{Error, Limits, ServerStore};
+use crate::response::{Response, text};
+use crate::{Error, ServerStore};
 
 /// Liveness: answers 200 while the process serves requests at all.
 pub const LIVEZ: &str = "/livez";
@@ -96,16 +94,6 @@ impl Operations {
     }
 }
 
-fn text(status: StatusCode, body: impl Into<String>) -> Response {
-    let mut response = Response::new(Full::new(Bytes::from(body.into())));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
-}
-
 /// Installs the process's Prometheus recorder and starts a task that refreshes the pool
 /// gauges of `store` and the exporter's histograms every second. Serve the handle at
 /// [`METRICS`] through [`Operations`], or on an address of its own with [`serve_metrics`].
@@ -126,12 +114,17 @@ pub fn install_metrics(store: Arc<dyn ServerStore>) -> Result<PrometheusHandle, 
 }
 
 /// Answers every request on `listener` with the metrics (any path, like Prometheus
-/// exporters' own listeners), with the API's header timeout.
-pub async fn serve_metrics(listener: TcpListener, handle: PrometheusHandle) -> io::Result<()> {
+/// exporters' own listeners), dropping a client that sends no headers within
+/// `header_timeout` (the API's, [`Limits::header_timeout`](crate::Limits::header_timeout)).
+pub async fn serve_metrics(
+    listener: TcpListener,
+    handle: PrometheusHandle,
+    header_timeout: Duration,
+) -> io::Result<()> {
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(Limits::default().header_timeout);
+        .header_read_timeout(header_timeout);
     loop {
         let (stream, _) = listener.accept().await?;
         let handle = handle.clone();

@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::time::Duration;
 
-use books_core::{CacheLimits, Config, RouteScheme};
+use books_core::{CacheControl, CacheLimits, Config, RouteScheme};
 use clap::{Parser, ValueEnum};
 use ipnet::IpNet;
 
@@ -29,8 +29,8 @@ pub struct Options {
     #[arg(long, env = "BOOKS_BASE_URL")]
     pub base_url: Option<String>,
 
-    /// Where books live: `sqlite://FILE`, `sqlite::memory:`, `postgres://…`, or `memory`
-    /// (in-memory store). Migrations run at start; an empty database gets demo data
+    /// Where books live: `sqlite://FILE`, `sqlite::memory:`, `postgres://…`, `mysql://…`
+    /// (MariaDB; `mariadb://…` too), or `memory` (in-memory store). Migrations run at start; an empty database gets demo data
     /// [default: $DATABASE_URL if set, else sqlite://books.db].
     #[arg(
         long,
@@ -60,8 +60,9 @@ pub struct Options {
     #[arg(long, env = "BOOKS_NOTIFY_URL", hide_env_values = true)]
     pub notify_url: Option<String>,
 
-    /// PostgreSQL: a streaming replica to read pages and books from once it has replayed
-    /// the primary's position as the read began (never older than the primary).
+    /// PostgreSQL or MariaDB: a replica (streaming; GTID) to read pages and books from once
+    /// it has applied the primary's position as the read began (never older than the
+    /// primary).
     /// Repeatable; the variable takes a comma-separated list.
     #[arg(
         long = "replica-url",
@@ -79,7 +80,9 @@ pub struct Options {
     #[arg(long, env = "BOOKS_ROUTE_SCHEME", default_value = "both")]
     pub route_scheme: RouteScheme,
 
-    /// Whether ping also reports `time` and `version`.
+    /// Whether ping also reports `time` and `version`. On here (an operator looking at a
+    /// running server wants both), off in the library's `Config::default()` (the
+    /// contract's plain ping, until the embedding chooses).
     #[arg(long, env = "BOOKS_EXTENDED_PING", default_value_t = true, action = clap::ArgAction::Set)]
     pub extended_ping: bool,
 
@@ -128,9 +131,15 @@ pub struct Options {
     #[arg(long, env = "BOOKS_CACHE_ENTRIES", default_value_t = CacheLimits::default().entries)]
     pub cache_entries: usize,
 
-    /// Body bytes the cache of rendered answers may hold.
+    /// Body bytes the cache of rendered answers and compressed bodies may hold.
     #[arg(long, env = "BOOKS_CACHE_BYTES", default_value_t = CacheLimits::default().bytes)]
     pub cache_bytes: usize,
+
+    /// What `Cache-Control` tells browsers and shared caches about books and pages:
+    /// `no-cache` (revalidate with the ETag before every use: exact behind any cache) or
+    /// `max-age=N` (reuse for N seconds: up to N seconds stale).
+    #[arg(long, env = "BOOKS_CACHE_CONTROL", default_value = "no-cache")]
+    pub cache_control: CacheControl,
 
     /// Whether PUT and DELETE of a book need `If-Match` (428 Precondition Required without).
     #[arg(long, env = "BOOKS_REQUIRE_IF_MATCH", default_value_t = false, action = clap::ArgAction::Set)]
@@ -241,6 +250,7 @@ impl Options {
                 entries: self.cache_entries,
                 bytes: self.cache_bytes,
             }))
+            .with_cache_control(self.cache_control)
             .with_require_if_match(self.require_if_match)
             .with_compression(self.compression)
             .with_idempotency_ttl(Duration::from_secs(self.idempotency_ttl))
@@ -258,7 +268,7 @@ impl Options {
     }
 
     /// CORS and rate limits.
-    pub fn edge(&self) -> Result<crate::Edge, crate::InvalidOrigin> {
+    pub fn client_policy(&self) -> Result<crate::ClientPolicy, crate::InvalidOrigin> {
         let cors = (!self.cors_origins.is_empty())
             .then(|| crate::Cors::new(&self.cors_origins, CORS_MAX_AGE))
             .transpose()?;
@@ -267,7 +277,7 @@ impl Options {
             burst: self.rate_limit_burst.unwrap_or(per_second),
             trusted_proxies: self.trusted_proxies.clone(),
         });
-        Ok(crate::Edge { cors, rate_limit })
+        Ok(crate::ClientPolicy { cors, rate_limit })
     }
 
     /// The server's timeouts.

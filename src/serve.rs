@@ -1,24 +1,19 @@
 //! The connection loop: HTTP/1.1 and HTTP/2 (prior knowledge) through hyper with
-//! timeouts, request ids, a bound on requests in flight, the operator endpoints, CORS,
-//! per-client rate limits and graceful shutdown, handing the API's requests to the core
-//! (`BooksApi::handle_as`) as they come. (It served them through
-//! the warp binding until a profile put warp's filters and the request it rebuilds at
-//! a fifth of a ping's instructions: BENCHMARKS.md, "The server's fixed cost".)
+//! timeouts and graceful shutdown, each request answered by the handler (`handler.rs`:
+//! the server's own refusals, the operator endpoints, CORS, rate limits, shedding, then
+//! the API). It served them through the warp binding until a profile put warp's filters
+//! and the request it rebuilds at a fifth of a ping's instructions (BENCHMARKS.md, "The
+//! server's fixed cost").
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
-use books_core::{BooksApi, REQUEST_ID, RequestId};
-use bytes::Bytes;
-use http::header::{CONNECTION, CONTENT_TYPE, HOST, HeaderValue, RETRY_AFTER, TRANSFER_ENCODING};
-use http::{StatusCode, Version};
-use http_body_util::Full;
-use hyper::body::{Body as _, Incoming};
+use books_core::BooksApi;
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -27,10 +22,8 @@ use tokio::net::TcpListener;
 
 use crate::Operations;
 use crate::cors::Cors;
-use crate::rate_limit::{Limiter, RATELIMIT, RATELIMIT_POLICY, RateLimit, Verdict};
-
-/// What the connection loop answers with.
-pub(crate) type Response = http::Response<Full<Bytes>>;
+use crate::handler::Handler;
+use crate::rate_limit::{Limiter, RateLimit};
 
 /// How an HTTP/2 connection with prior knowledge begins (RFC 9113, 3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -81,7 +74,7 @@ pub async fn serve(
         api,
         limits,
         Operations::default(),
-        Edge::default(),
+        ClientPolicy::default(),
         shutdown,
     )
     .await
@@ -94,7 +87,7 @@ pub async fn serve_with(
     api: BooksApi,
     limits: Limits,
     operations: Operations,
-    edge: Edge,
+    edge: ClientPolicy,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
     // One loop for every caller: generic over the shutdown future, the whole loop (and
@@ -103,10 +96,11 @@ pub async fn serve_with(
     serve_until(listener, api, limits, operations, edge, Box::pin(shutdown)).await
 }
 
-/// What the server does for clients on the open internet before the API answers
-/// (nothing by default).
+/// How the server treats the API's clients on the open internet before the API answers
+/// them: which browser origins may call it, how fast each client may send (neither, by
+/// default).
 #[derive(Debug, Clone, Default)]
-pub struct Edge {
+pub struct ClientPolicy {
     /// Browser apps on these origins may call the API.
     pub cors: Option<Cors>,
     /// How fast each client may send API requests (the operator endpoints are never
@@ -119,10 +113,10 @@ async fn serve_until(
     api: BooksApi,
     limits: Limits,
     operations: Operations,
-    edge: Edge,
+    edge: ClientPolicy,
     shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
 ) -> io::Result<()> {
-    let context = Arc::new(Context {
+    let context = Arc::new(Handler {
         in_flight: AtomicUsize::new(0),
         limiter: edge
             .rate_limit
@@ -164,7 +158,7 @@ async fn serve_until(
         .keep_alive_timeout(limits.header_timeout)
         .max_header_list_size(MAX_BUF_SIZE as u32)
         .max_concurrent_streams(MAX_STREAMS);
-    let _tick = Tick::start(context.limiter.clone());
+    let _tick = Housekeeping::start(context.limiter.clone());
     let mut shutdown = shutdown;
     loop {
         let (stream, peer) = tokio::select! {
@@ -221,8 +215,8 @@ async fn serve_until(
     Ok(())
 }
 
-/// The server's task that runs once a second while it serves: it sweeps the rate
-/// limiter's idle clients, and keeps a timer always pending within a second.
+/// The server's housekeeping, a task that runs once a second while it serves: it sweeps
+/// the rate limiter's idle clients, and keeps a timer always pending within a second.
 ///
 /// That timer matters on its own: tokio's time driver wakes itself through its eventfd
 /// (a `write(2)` and one more turn of `epoll_wait`) whenever a timer is set and no
@@ -231,9 +225,9 @@ async fn serve_until(
 /// header timeout one per request, and between waves no other timer is pending: a third
 /// of a system call per cached read (BENCHMARKS.md, "The end of issue 23"). With the
 /// tick pending, every longer timer is set without a wake.
-struct Tick(tokio::task::JoinHandle<()>);
+struct Housekeeping(tokio::task::JoinHandle<()>);
 
-impl Tick {
+impl Housekeeping {
     fn start(limiter: Option<Arc<Limiter>>) -> Self {
         Self(tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_secs(1));
@@ -247,7 +241,7 @@ impl Tick {
     }
 }
 
-impl Drop for Tick {
+impl Drop for Housekeeping {
     fn drop(&mut self) {
         self.0.abort();
     }
@@ -256,191 +250,3 @@ impl Drop for Tick {
 /// Streams one HTTP/2 connection may have open at once (each is a request in flight,
 /// which the in-flight bound counts too).
 const MAX_STREAMS: u32 = 128;
-
-/// What every request of every connection shares.
-struct Context {
-    api: BooksApi,
-    operations: Operations,
-    limits: Limits,
-    /// API requests being answered (bounded by `limits.max_in_flight`).
-    in_flight: AtomicUsize,
-    cors: Option<Cors>,
-    limiter: Option<Arc<Limiter>>,
-}
-
-impl Context {
-    /// The answer to one request from `peer`: the loop's own refusals, the operator
-    /// endpoints, CORS preflights, rate limits and shedding, then the API.
-    async fn answer(
-        self: Arc<Self>,
-        peer: SocketAddr,
-        request: hyper::Request<Incoming>,
-    ) -> io::Result<Response> {
-        // One id for the request's log lines here and in the API, and its answer.
-        let id = RequestId::from_headers(request.headers());
-        let method = request.method().clone();
-        let bodiless = request.body().is_end_stream();
-        // For the log line of a request that times out after it was handed on (shares its
-        // bytes; only a request with a body can).
-        let uri = (!bodiless).then(|| request.uri().clone());
-        let path = request.uri().path();
-        if let Some(refused) = refuse(&request, bodiless) {
-            tracing::info!(request_id = %id, %method, %path, detail = refused, "refused");
-            let mut response = problem(StatusCode::BAD_REQUEST, refused, &id);
-            response
-                .headers_mut()
-                .insert(CONNECTION, HeaderValue::from_static("close"));
-            return Ok(response);
-        }
-        if self.operations.owns(path) {
-            let mut response = self.operations.answer(&method, path, &self.api).await;
-            response
-                .headers_mut()
-                .insert(REQUEST_ID, id.header_value().clone());
-            return Ok(response);
-        }
-        if let Some(cors) = &self.cors
-            && let Some(mut response) =
-                cors.preflight(&method, request.headers(), || self.api.allow(path))
-        {
-            response
-                .headers_mut()
-                .insert(REQUEST_ID, id.header_value().clone());
-            return Ok(response);
-        }
-        let origin = self
-            .cors
-            .as_ref()
-            .and_then(|cors| cors.allowed(request.headers()));
-        let mut rate = None;
-        if let Some(limiter) = &self.limiter {
-            let client = limiter.client(peer.ip(), request.headers());
-            match limiter.check(client) {
-                Verdict::Allowed(field) => rate = Some((limiter.policy().clone(), field)),
-                Verdict::Limited(field, seconds) => {
-                    books_core::metrics::rejected("rate_limit");
-                    tracing::debug!(request_id = %id, %method, %path, %client, "rate limited");
-                    let mut response = problem(StatusCode::TOO_MANY_REQUESTS, RATE_LIMITED, &id);
-                    let headers = response.headers_mut();
-                    headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
-                    headers.insert(RATELIMIT_POLICY, limiter.policy().clone());
-                    headers.insert(RATELIMIT, field);
-                    return Ok(self.finish(response, origin, None));
-                }
-            }
-        }
-        let Some(_admitted) = Admitted::try_new(&self.in_flight, self.limits.max_in_flight) else {
-            books_core::metrics::rejected("overload");
-            tracing::debug!(request_id = %id, %method, %path, "shed: too many requests in flight");
-            let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, OVERLOADED, &id);
-            response
-                .headers_mut()
-                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
-            return Ok(self.finish(response, origin, rate));
-        };
-        // Only a request with a body can stall on its client: the others are bounded by
-        // the store's own waits, and skip the timer (a fifteenth of a ping's
-        // instructions).
-        if bodiless {
-            let response = self.api.handle_as(request, id).await;
-            return Ok(self.finish(response.map(Full::new), origin, rate));
-        }
-        let answer = self.api.handle_as(request, id.clone());
-        let answered = tokio::time::timeout(self.limits.request_timeout, answer).await;
-        let Ok(response) = answered else {
-            books_core::metrics::rejected("timeout");
-            let path = uri.as_ref().map_or("", |uri| uri.path());
-            tracing::warn!(request_id = %id, %method, %path, %peer, "request timed out; dropping the connection");
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "request timed out"));
-        };
-        Ok(self.finish(response.map(Full::new), origin, rate))
-    }
-
-    /// An API route's answer with the CORS and rate-limit fields the request earned.
-    fn finish(
-        &self,
-        mut response: Response,
-        origin: Option<HeaderValue>,
-        rate: Option<(HeaderValue, HeaderValue)>,
-    ) -> Response {
-        if self.cors.is_some() {
-            Cors::expose(origin, &mut response);
-        }
-        if let Some((policy, field)) = rate {
-            let headers = response.headers_mut();
-            headers.insert(RATELIMIT_POLICY, policy);
-            headers.insert(RATELIMIT, field);
-        }
-        response
-    }
-}
-
-/// What hyper accepts but RFC 9112 does not: an HTTP/1.1 request without `Host` (§3.2),
-/// and `chunked` applied more than once (§6.1). A `chunked` that is not last, hyper
-/// refuses itself; bare-LF line ends it accepts, as §2.2 allows. (A `bodiless` request
-/// has no `chunked` at all: hyper would read a chunked body.)
-fn refuse<B>(request: &hyper::Request<B>, bodiless: bool) -> Option<&'static str> {
-    // `Host` comes first from nearly every client: found by a walk sooner than by a hash.
-    if request.version() == Version::HTTP_11 && !request.headers().keys().any(|name| name == HOST) {
-        return Some("A Host header is required.");
-    }
-    if bodiless {
-        return None;
-    }
-    let chunked = request
-        .headers()
-        .get_all(TRANSFER_ENCODING)
-        .iter()
-        .flat_map(|value| value.as_bytes().split(|&b| b == b','))
-        .filter(|coding| coding.trim_ascii().eq_ignore_ascii_case(b"chunked"))
-        .count();
-    (chunked > 1).then_some("Transfer-Encoding applies chunked more than once.")
-}
-
-/// A place among the API requests in flight, given back when dropped. (A counter rather
-/// than tokio's `Semaphore`, whose release takes a lock: nothing ever waits here.)
-struct Admitted<'a>(&'a AtomicUsize);
-
-impl<'a> Admitted<'a> {
-    /// A place, if fewer than `max` are taken.
-    fn try_new(in_flight: &'a AtomicUsize, max: usize) -> Option<Self> {
-        in_flight
-            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Self(in_flight))
-    }
-}
-
-impl Drop for Admitted<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Release);
-    }
-}
-
-const OVERLOADED: &str = "The server is at capacity; retry shortly.";
-
-const RATE_LIMITED: &str =
-    "Too many requests from this client; retry after the time Retry-After gives.";
-
-/// A problem the connection loop answers itself, before the API (JSON: there is no
-/// negotiation this early), with the request's id as in the API's own problems.
-fn problem(status: StatusCode, detail: &'static str, id: &RequestId) -> Response {
-    let body = serde_json::json!({
-        "type": "about:blank",
-        "title": status.canonical_reason().unwrap_or("Error"),
-        "status": status.as_u16(),
-        "detail": detail,
-        "instance": format!("urn:request:{id}"),
-    });
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
-    headers.insert(REQUEST_ID, id.header_value().clone());
-    response
-}

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use books_core::{AuthorStore, BookStore};
+use books_core::store::{AuthorStore, BookStore};
 use books_memstore::MemStore;
 use books_sqlx::sqlx::Pool;
-use books_sqlx::{PostgresStore, SqliteStore};
+use books_sqlx::{MySqlStore, PostgresStore, SqliteStore};
 use metrics::gauge;
 
 use crate::Error;
@@ -45,12 +45,21 @@ fn record_pool<DB: books_sqlx::sqlx::Database>(name: String, pool: &Pool<DB>) {
     gauge!("books_db_pool_max_connections", "pool" => name).set(max);
 }
 
+impl ServerStore for MySqlStore {
+    fn record_pool_metrics(&self) {
+        record_pool("mysql".into(), self.pool());
+        for (pool, state) in self.replica_pools().iter().zip(self.replicas()) {
+            record_pool(format!("mysql_replica:{}", state.replica), pool);
+        }
+    }
+}
+
 /// The database settings of the server's [`Options`](crate::Options): which store, and
-/// for PostgreSQL how it is reached.
+/// for PostgreSQL and MariaDB how they are reached.
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct StoreOptions {
-    /// `memory`, `sqlite:…` or `postgres://…`.
+    /// `memory`, `sqlite:…`, `postgres://…`, or `mysql://…` (`mariadb://…`).
     pub database_url: String,
     /// PostgreSQL's push mode: `Some(true)` turns it on for the database
     /// ([`PostgresStore::set_push`]) and listens ([`PostgresStore::listening`]),
@@ -61,7 +70,8 @@ pub struct StoreOptions {
     pub transaction_pooler: bool,
     /// A direct PostgreSQL URL for push mode's `LISTEN` ([`PostgresStore::notify_with`]).
     pub notify_url: Option<String>,
-    /// Streaming replicas to read from ([`PostgresStore::with_replicas`]).
+    /// Replicas to read from ([`PostgresStore::with_replicas`],
+    /// [`MySqlStore::with_replicas`]).
     pub replica_urls: Vec<String>,
     /// How long a read waits for a replica to catch up ([`PostgresStore::replica_wait`]).
     pub replica_wait: std::time::Duration,
@@ -78,25 +88,40 @@ impl StoreOptions {
     }
 }
 
-/// Opens and migrates the store `options` name. The PostgreSQL settings need a
-/// `postgres://` URL; push mode through a transaction pooler needs a direct URL for
-/// `LISTEN` (`notify_url`). Migrations go through the database URL, a pooler's
-/// included.
+/// Opens and migrates the store `options` name. Replicas need a `postgres://` or
+/// `mysql://` URL, the other PostgreSQL settings a `postgres://` one; push mode through a
+/// transaction pooler needs a direct URL for `LISTEN` (`notify_url`). Migrations go
+/// through the database URL, a pooler's included.
 pub async fn open_store(options: &StoreOptions) -> Result<Arc<dyn ServerStore>, Error> {
     let url = options.database_url.as_str();
     let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
-    if !postgres {
-        let flag = [
-            (options.push.is_some(), "--push"),
-            (options.transaction_pooler, "--transaction-pooler"),
-            (options.notify_url.is_some(), "--notify-url"),
-            (!options.replica_urls.is_empty(), "--replica-url"),
-        ]
-        .into_iter()
-        .find_map(|(set, flag)| set.then_some(flag));
-        if let Some(flag) = flag {
-            return Err(Error::PostgresOnly(flag));
-        }
+    let mysql = url.starts_with("mysql://") || url.starts_with("mariadb://");
+    let flag = [
+        (options.push.is_some(), "--push", postgres),
+        (options.transaction_pooler, "--transaction-pooler", postgres),
+        (options.notify_url.is_some(), "--notify-url", postgres),
+        (
+            !options.replica_urls.is_empty(),
+            "--replica-url",
+            postgres || mysql,
+        ),
+    ]
+    .into_iter()
+    .find_map(|(set, flag, allowed)| (set && !allowed).then_some(flag));
+    if let Some(flag) = flag {
+        return Err(Error::NotForThisDatabase(flag));
+    }
+    if mysql {
+        let replicas = options
+            .replica_urls
+            .iter()
+            .map(|url| MySqlStore::replica_pool(url))
+            .collect::<Result<_, _>>()?;
+        let store = MySqlStore::connect_lazy(url)?
+            .with_replicas(replicas)
+            .replica_wait(options.replica_wait);
+        store.migrate().await?;
+        return Ok(Arc::new(store));
     }
     if url == "memory" {
         return Ok(Arc::new(MemStore::new()));

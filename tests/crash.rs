@@ -2,8 +2,9 @@
 //! SIGKILL mid-stream, restarted on the same database, and every write it acknowledged
 //! is there, with the book total still exact; and clients that retry each create with
 //! its own `Idempotency-Key` until a 201, through several SIGKILLs, end with every
-//! acknowledged key's book stored exactly once. SQLite, and PostgreSQL from
-//! `BOOKS_TEST_POSTGRES_URL` (skipped without it, except under `CI=true`).
+//! acknowledged key's book stored exactly once. SQLite, PostgreSQL from
+//! `BOOKS_TEST_POSTGRES_URL` and MariaDB from `BOOKS_TEST_MYSQL_URL` (ignored without
+//! them, except under `CI=true`).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -287,17 +288,9 @@ async fn sqlite_stores_every_acknowledged_key_once() {
 }
 
 /// A fresh database of the PostgreSQL server at `BOOKS_TEST_POSTGRES_URL` for `test`,
-/// handed to `run` and dropped after; skipped without the variable (not under CI).
+/// handed to `run` and dropped after.
 async fn with_postgres_database(test: &str, run: impl AsyncFnOnce(String)) {
-    let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
-    let Ok(url) = std::env::var("BOOKS_TEST_POSTGRES_URL") else {
-        assert!(
-            !in_ci,
-            "BOOKS_TEST_POSTGRES_URL is not set: cannot skip in CI"
-        );
-        eprintln!("\n*** SKIPPING {test}: set BOOKS_TEST_POSTGRES_URL ***\n");
-        return;
-    };
+    let url = std::env::var("BOOKS_TEST_POSTGRES_URL").expect("run only with a database");
     let database = format!("books_{test}_{}", std::process::id());
     let admin = |sql: String| {
         let url = url.clone();
@@ -317,6 +310,10 @@ async fn with_postgres_database(test: &str, run: impl AsyncFnOnce(String)) {
     admin(format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)")).await;
 }
 
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_stores_every_acknowledged_key_once() {
     with_postgres_database("keyed", async |url| {
@@ -325,7 +322,49 @@ async fn postgres_stores_every_acknowledged_key_once() {
     .await;
 }
 
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_keeps_every_acknowledged_write() {
     with_postgres_database("crash", async |url| survives_sigkill(&url).await).await;
+}
+
+/// A fresh database of the MariaDB server at `BOOKS_TEST_MYSQL_URL` for `test`, handed
+/// to `run` and dropped after.
+async fn with_mysql_database(test: &str, run: impl AsyncFnOnce(String)) {
+    let url = std::env::var("BOOKS_TEST_MYSQL_URL").expect("run only with a database");
+    let database = format!("books_{test}_{}", std::process::id());
+    let admin = |sql: String| {
+        let url = url.clone();
+        async move {
+            use books_sqlx::sqlx::{AssertSqlSafe, Connection, MySqlConnection};
+            let mut conn = MySqlConnection::connect(&url).await.expect("MariaDB");
+            books_sqlx::sqlx::raw_sql(AssertSqlSafe(sql))
+                .execute(&mut conn)
+                .await
+                .expect("admin statement");
+        }
+    };
+    admin(format!("DROP DATABASE IF EXISTS {database}")).await;
+    admin(format!("CREATE DATABASE {database}")).await;
+    let (base, _) = url.rsplit_once('/').expect("mysql://…/database");
+    run(format!("{base}/{database}")).await;
+    admin(format!("DROP DATABASE IF EXISTS {database}")).await;
+}
+
+#[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_stores_every_acknowledged_key_once() {
+    with_mysql_database("keyed", async |url| {
+        keyed_creates_survive_sigkills(&url).await
+    })
+    .await;
+}
+
+#[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_keeps_every_acknowledged_write() {
+    with_mysql_database("crash", async |url| survives_sigkill(&url).await).await;
 }

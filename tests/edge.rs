@@ -167,11 +167,14 @@ async fn past_the_rate_limit_clients_wait_and_operators_do_not() {
         Some("application/problem+json")
     );
     assert_eq!(limited.json()["title"], "Too Many Requests");
+    assert_eq!(limited.header("cache-control"), Some("no-store"));
     let retry: u64 = limited.header("retry-after").unwrap().parse().unwrap();
     assert!((1..=2).contains(&retry), "{retry}");
     assert!(limited.header("ratelimit").unwrap().contains("r=0"));
     for path in ["/livez", "/readyz", "/metrics"] {
-        assert_eq!(get(addr, path, &[]).await.status, 200, "{path}");
+        let answer = get(addr, path, &[]).await;
+        assert_eq!(answer.status, 200, "{path}");
+        assert_eq!(answer.header("cache-control"), Some("no-store"), "{path}");
     }
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     assert_eq!(

@@ -124,7 +124,7 @@ async fn metrics_count_requests_by_route_template() {
         api,
         Limits::default(),
         operations,
-        books_api::Edge::default(),
+        books_api::ClientPolicy::default(),
         std::future::pending(),
     ));
     for id in [1, 2, 3] {
@@ -219,14 +219,14 @@ async fn metrics_count_requests_by_route_template() {
 
 /// `/readyz` turns 503 when PostgreSQL stops and 200 when it is back; `/livez` stays
 /// 200 throughout; API reads get 503 with `Retry-After` meanwhile.
+#[cfg_attr(
+    not(books_test_pg_cluster),
+    ignore = "needs PostgreSQL's server tools (initdb)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_follows_postgres_down_and_up() {
     let cluster = books_test_support::Cluster::start();
-    let test = "readiness_follows_postgres_down_and_up";
-    if !books_test_support::required(&cluster, test, "a private PostgreSQL cluster") {
-        return;
-    }
-    let cluster = cluster.unwrap();
+    let cluster = books_test_support::started(cluster, "a private PostgreSQL cluster");
     let pg = cluster.primary();
     let mut command = binary();
     command.args(["--listen", "127.0.0.1:0", "--database-url", &pg.url()]);
@@ -258,7 +258,8 @@ async fn readiness_follows_postgres_down_and_up() {
 async fn request_ids_reach_the_logs() {
     let mut command = binary();
     command.args(["--listen", "127.0.0.1:0", "--database-url", "memory"]);
-    command.env("RUST_LOG", "info");
+    // Per-request lines are DEBUG (off by default).
+    command.env("RUST_LOG", "info,books_core=debug");
     let (_server, addr, stderr) = spawn(command).await;
     let reply = send(
         addr,
@@ -341,6 +342,7 @@ async fn excess_requests_are_shed_at_once() {
     assert_eq!(shed.status(), 503);
     assert_eq!(shed.headers()["retry-after"], "1");
     assert_eq!(shed.headers()["x-request-id"], "shed-1");
+    assert_eq!(shed.headers()["cache-control"], "no-store");
     let problem: serde_json::Value = serde_json::from_slice(shed.body()).unwrap();
     assert_eq!(problem["status"], 503);
     assert_eq!(problem["instance"], "urn:request:shed-1");
@@ -365,7 +367,7 @@ async fn startup_errors_are_messages_not_debug_structs() {
     let stderr = String::from_utf8(output.stderr).unwrap();
     assert_eq!(
         stderr,
-        "error: unsupported database URL \"bogus://x\" (expected sqlite:…, postgres://…, or memory)\n"
+        "error: unsupported database URL \"bogus://x\" (expected sqlite:…, postgres://…, mysql://…, or memory)\n"
     );
 
     let missing = "sqlite:///nonexistent-directory/books.db?mode=rw";
@@ -447,7 +449,8 @@ async fn metrics_can_listen_apart() {
 async fn closed_stderr_does_not_break_requests() {
     let mut command = binary();
     command.args(["--listen", "127.0.0.1:0", "--database-url", "memory"]);
-    command.env("RUST_LOG", "info");
+    // Per-request lines are DEBUG (off by default).
+    command.env("RUST_LOG", "info,books_core=debug");
     let (_server, addr, stderr) = spawn(command).await;
     drop(stderr);
     for _ in 0..3 {

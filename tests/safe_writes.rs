@@ -1,6 +1,7 @@
 //! Safe writes through the server binary, across processes: 16 PUTs carrying one
 //! `If-Match` tag, sent at once to two API processes on one database, give exactly one
-//! 200 (SQLite and PostgreSQL); `--require-if-match true` answers 428 without one.
+//! 200 (SQLite, PostgreSQL and MariaDB); `--require-if-match true` answers 428 without
+//! one.
 
 mod common;
 
@@ -53,14 +54,27 @@ async fn conditional_puts_across_processes_on_sqlite() {
     one_of_sixteen_wins(&format!("sqlite://{}", path.display())).await;
 }
 
+#[cfg_attr(
+    not(books_test_pg_cluster),
+    ignore = "needs PostgreSQL's server tools (initdb)"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conditional_puts_across_processes_on_postgres() {
     let cluster = books_test_support::Cluster::start();
-    let test = "conditional_puts_across_processes_on_postgres";
-    if !books_test_support::required(&cluster, test, "a private PostgreSQL cluster") {
-        return;
-    }
-    one_of_sixteen_wins(&cluster.unwrap().primary().url()).await;
+    let cluster = books_test_support::started(cluster, "a private PostgreSQL cluster");
+    one_of_sixteen_wins(&cluster.primary().url()).await;
+}
+
+#[cfg_attr(
+    not(books_test_mariadb_servers),
+    ignore = "needs MariaDB's server tools (mariadbd, mariadb-install-db)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_puts_across_processes_on_mariadb() {
+    let server = books_test_support::MariaDb::primary();
+    let server = books_test_support::started(server, "a private MariaDB server");
+    assert!(server.sql("CREATE DATABASE books"));
+    one_of_sixteen_wins(&server.url("books")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,15 +1,16 @@
-//! The server binary on PostgreSQL's own scale-out machinery, each test on a private
-//! cluster of its own: behind PgBouncer in transaction mode (sequential and parallel
-//! CRUD; PgBouncer restarted under load: 503 with `Retry-After` while it is gone, never
-//! 500, answers again within a second of its return), and two processes — one writing,
-//! one reading with a replica that applies commits 300 ms late — with zero stale reads
-//! and the replica serving the reads of settled data (per `/metrics`).
+//! The server binary on the databases' scale-out machinery, each test on private servers
+//! of its own: behind PgBouncer in transaction mode (sequential and parallel CRUD;
+//! PgBouncer restarted under load: 503 with `Retry-After` while it is gone, never 500,
+//! answers again within a second of its return), and two processes — one writing, one
+//! reading with a replica that applies commits late (PostgreSQL: 300 ms, MariaDB: a
+//! second) — with zero stale reads and the replica serving the reads of settled data
+//! (per `/metrics`).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use books_test_support::{Cluster, PgBouncer, required};
+use books_test_support::{Cluster, MariaDb, PgBouncer, started};
 use serde_json::Value;
 
 mod common;
@@ -46,23 +47,14 @@ struct Answer {
     body: Value,
 }
 
-/// A private primary and PgBouncer in front of it; `None` (after [`required`]) where
-/// they cannot run.
-fn cluster_behind_pgbouncer(test: &str) -> Option<(Cluster, PgBouncer)> {
-    let cluster = Cluster::start();
-    if !required(
-        &cluster,
-        test,
+/// A private primary and PgBouncer in front of it.
+fn cluster_behind_pgbouncer() -> (Cluster, PgBouncer) {
+    let cluster = started(
+        Cluster::start(),
         "a private PostgreSQL cluster (initdb, pg_ctl)",
-    ) {
-        return None;
-    }
-    let cluster = cluster.unwrap();
+    );
     let bouncer = PgBouncer::start(cluster.primary().port());
-    if !required(&bouncer, test, "PgBouncer (apt-get install pgbouncer)") {
-        return None;
-    }
-    Some((cluster, bouncer.unwrap()))
+    (cluster, started(bouncer, "PgBouncer"))
 }
 
 /// The ids of two authors of the demo data (some of its authors were removed).
@@ -112,11 +104,13 @@ async fn crud(addr: SocketAddr, n: usize) {
 /// The README's server through PgBouncer in transaction mode: it starts (migrations and
 /// demo data through the pooler) and serves CRUD, one client after another and 32 at
 /// once, with exact totals.
+#[cfg_attr(
+    not(all(books_test_pg_cluster, books_test_pgbouncer)),
+    ignore = "needs PostgreSQL's server tools and PgBouncer"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crud_through_pgbouncer_in_transaction_mode() {
-    let Some((_cluster, bouncer)) = cluster_behind_pgbouncer("crud_through_pgbouncer") else {
-        return;
-    };
+    let (_cluster, bouncer) = cluster_behind_pgbouncer();
     let url = bouncer.url("postgres");
     let server = start(&["--database-url", &url, "--transaction-pooler", "true"]).await;
     let addr = server.addr;
@@ -148,11 +142,13 @@ async fn crud_through_pgbouncer_in_transaction_mode() {
 /// answer is 503 with `Retry-After` (none is a 500; a request waits up to 3 s for a
 /// connection first, so one in flight as PgBouncer returns succeeds), and within a
 /// second of its return every answer succeeds again.
+#[cfg_attr(
+    not(all(books_test_pg_cluster, books_test_pgbouncer)),
+    ignore = "needs PostgreSQL's server tools and PgBouncer"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pgbouncer_restarted_under_load() {
-    let Some((_cluster, mut bouncer)) = cluster_behind_pgbouncer("pgbouncer_restarted") else {
-        return;
-    };
+    let (_cluster, mut bouncer) = cluster_behind_pgbouncer();
     let url = bouncer.url("postgres");
     let server = start(&["--database-url", &url, "--transaction-pooler", "true"]).await;
     let addr = server.addr;
@@ -236,31 +232,29 @@ fn sample(text: &str, name: &str, label: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// What a scale-out test needs of a private primary with one replica.
+struct Replicated {
+    primary: String,
+    replica: String,
+    replica_port: u16,
+    /// A host's own `UPDATE books SET title = … WHERE id = 2` on the primary.
+    retitle: Box<dyn Fn(String) -> futures_util::future::BoxFuture<'static, ()>>,
+}
+
 /// Two processes over a private primary: one writes (and the host's own SQL writes
-/// besides), the other reads with a streaming replica that applies every commit 300 ms
-/// late. Every read that follows an acknowledged write sees it (zero stale reads, though
-/// the replica itself is behind); once writes settle, the replica serves the reads the
-/// cache lacks, as the reader's `/metrics` shows.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_with_a_lagging_replica_read_nothing_stale() {
-    let test = "two_processes_with_a_lagging_replica";
-    let cluster = Cluster::start();
-    if !required(
-        &cluster,
-        test,
-        "a private PostgreSQL cluster (initdb, pg_ctl)",
-    ) {
-        return;
-    }
-    let mut cluster = cluster.unwrap();
-    let primary = cluster.primary().url();
-    let replica = cluster
-        .add_replica(Duration::from_millis(300))
-        .expect("a streaming replica starts")
-        .url();
+/// besides), the other reads with a replica that applies every commit late. Every read
+/// that follows an acknowledged write sees it (zero stale reads, though the replica
+/// itself is behind); once writes settle, the replica serves the reads the cache lacks,
+/// as the reader's `/metrics` shows.
+async fn two_processes_read_nothing_stale(cluster: Replicated, settle: Duration) {
+    let Replicated {
+        primary,
+        replica,
+        replica_port,
+        retitle,
+    } = cluster;
     let writer = start(&["--database-url", &primary]).await;
     let reader = start(&["--database-url", &primary, "--replica-url", &replica]).await;
-    let host = books_sqlx::sqlx::PgPool::connect(&primary).await.unwrap();
     let (first, second) = two_authors(writer.addr).await;
 
     let mut stale = Vec::new();
@@ -282,11 +276,7 @@ async fn two_processes_with_a_lagging_replica_read_nothing_stale() {
                 1
             }
             _ => {
-                books_sqlx::sqlx::query("UPDATE books SET title = $1 WHERE id = 2")
-                    .bind(&title)
-                    .execute(&host)
-                    .await
-                    .unwrap();
+                retitle(title.clone()).await;
                 2
             }
         };
@@ -315,7 +305,7 @@ async fn two_processes_with_a_lagging_replica_read_nothing_stale() {
     assert_eq!(stale, Vec::<String>::new(), "zero stale reads");
 
     // Settled: reads of what the cache does not hold go to the replica.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(settle).await;
     let metrics = async || call(reader.addr, "GET", "/metrics", "").await.body;
     let before = metrics().await;
     let before = before.as_str().unwrap();
@@ -342,6 +332,75 @@ async fn two_processes_with_a_lagging_replica_read_nothing_stale() {
         replica_reads >= 30.0 && replica_reads > 10.0 * primary_reads,
         "the replica serves the settled reads: {replica_reads} replica, {primary_reads} primary"
     );
-    let up = format!("replica=\"127.0.0.1:{}\"", cluster.replicas()[0].port());
+    let up = format!("replica=\"127.0.0.1:{replica_port}\"");
     assert_eq!(sample(after, "books_store_replica_up", &up), 1.0, "{after}");
+}
+
+/// PostgreSQL: a streaming replica 300 ms late.
+#[cfg_attr(
+    not(books_test_pg_cluster),
+    ignore = "needs PostgreSQL's server tools (initdb)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_with_a_lagging_replica_read_nothing_stale() {
+    let mut cluster = started(
+        Cluster::start(),
+        "a private PostgreSQL cluster (initdb, pg_ctl)",
+    );
+    let primary = cluster.primary().url();
+    let replica = cluster
+        .add_replica(Duration::from_millis(300))
+        .expect("a streaming replica starts")
+        .url();
+    let host = books_sqlx::sqlx::PgPool::connect(&primary).await.unwrap();
+    let replicated = Replicated {
+        primary,
+        replica,
+        replica_port: cluster.replicas()[0].port(),
+        retitle: Box::new(move |title| {
+            let host = host.clone();
+            Box::pin(async move {
+                books_sqlx::sqlx::query("UPDATE books SET title = $1 WHERE id = 2")
+                    .bind(title)
+                    .execute(&host)
+                    .await
+                    .unwrap();
+            })
+        }),
+    };
+    two_processes_read_nothing_stale(replicated, Duration::from_secs(1)).await;
+}
+
+/// MariaDB: a GTID replica a second late (`MASTER_DELAY`).
+#[cfg_attr(
+    not(books_test_mariadb_servers),
+    ignore = "needs MariaDB's server tools (mariadbd, mariadb-install-db)"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_with_a_lagging_mariadb_replica_read_nothing_stale() {
+    let primary = started(MariaDb::primary(), "a private MariaDB server (mariadbd)");
+    assert!(primary.sql("CREATE DATABASE books"));
+    let replica = started(
+        MariaDb::replica_of(&primary, Duration::from_secs(1)),
+        "a MariaDB replica",
+    );
+    let host = books_sqlx::sqlx::MySqlPool::connect(&primary.url("books"))
+        .await
+        .unwrap();
+    let replicated = Replicated {
+        primary: primary.url("books"),
+        replica: replica.url("books"),
+        replica_port: replica.port(),
+        retitle: Box::new(move |title| {
+            let host = host.clone();
+            Box::pin(async move {
+                books_sqlx::sqlx::query("UPDATE books SET title = ? WHERE id = 2")
+                    .bind(title)
+                    .execute(&host)
+                    .await
+                    .unwrap();
+            })
+        }),
+    };
+    two_processes_read_nothing_stale(replicated, Duration::from_millis(2500)).await;
 }

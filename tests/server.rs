@@ -420,14 +420,22 @@ fn cli_flags_parse() {
 #[tokio::test]
 async fn unknown_database_url_is_refused() {
     assert!(matches!(
-        books_api::open_store(&books_api::StoreOptions::new("mysql://x")).await,
+        books_api::open_store(&books_api::StoreOptions::new("oracle://x")).await,
         Err(books_api::Error::UnknownDatabase(_))
     ));
-    let mut push = books_api::StoreOptions::new("memory");
-    push.push = Some(true);
+    for url in ["memory", "mysql://x"] {
+        let mut push = books_api::StoreOptions::new(url);
+        push.push = Some(true);
+        assert!(matches!(
+            books_api::open_store(&push).await,
+            Err(books_api::Error::NotForThisDatabase("--push"))
+        ));
+    }
+    let mut replicas = books_api::StoreOptions::new("sqlite::memory:");
+    replicas.replica_urls = vec!["sqlite::memory:".into()];
     assert!(matches!(
-        books_api::open_store(&push).await,
-        Err(books_api::Error::PostgresOnly("--push"))
+        books_api::open_store(&replicas).await,
+        Err(books_api::Error::NotForThisDatabase("--replica-url"))
     ));
 }
 

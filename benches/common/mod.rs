@@ -3,10 +3,10 @@
 
 #![allow(dead_code)]
 
-use books_core::BookRecord;
+use books_core::store::BookRecord;
 use bytes::Bytes;
 use chrono::{DateTime, Datelike, Timelike, Utc};
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, LOCATION, VARY};
+use http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, LOCATION, VARY};
 use http::{Response, StatusCode};
 use serde::Serialize;
 
@@ -36,20 +36,31 @@ pub fn respond(status: StatusCode, content_type: &'static str, body: Vec<u8>) ->
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(VARY, HeaderValue::from_static("Accept"));
     headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert("x-request-id", HeaderValue::from_static(REQUEST_ID));
     response
 }
 
-/// `response` with the API's strong `ETag`: XXH3 of the media type, a zero byte and the body.
+/// A book or page as a GET answers it: tagged, and `Vary` naming `Accept-Encoding` too
+/// (its compressed variants).
+pub fn read(response: Response<Bytes>) -> Response<Bytes> {
+    let mut response = tagged(response);
+    let vary = HeaderValue::from_static("Accept, Accept-Encoding");
+    response.headers_mut().insert(VARY, vary);
+    response
+}
+
+/// `response` with the API's strong `ETag` (XXH3 of the media type, a zero byte and the
+/// body) and a book's or page's `Cache-Control: no-cache`.
 pub fn tagged(mut response: Response<Bytes>) -> Response<Bytes> {
     let mut hasher = xxhash_rust::xxh3::Xxh3::new();
     hasher.update(response.headers()[CONTENT_TYPE].as_bytes());
     hasher.update(&[0]);
     hasher.update(response.body());
     let tag = format!("\"{:016x}\"", hasher.digest());
-    response
-        .headers_mut()
-        .insert(http::header::ETAG, HeaderValue::try_from(tag).unwrap());
+    let headers = response.headers_mut();
+    headers.insert(http::header::ETAG, HeaderValue::try_from(tag).unwrap());
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response
 }
 
@@ -124,7 +135,7 @@ pub fn book(record: &BookRecord, include: bool) -> Book<'_> {
 }
 
 pub fn floor_book(record: &BookRecord) -> Response<Bytes> {
-    tagged(respond(
+    read(respond(
         StatusCode::OK,
         "application/json",
         serde_json::to_vec(&book(record, false)).unwrap(),
@@ -176,7 +187,7 @@ pub fn floor_list(records: &[BookRecord], include: bool, total: u64) -> Response
             next: (total > 20).then(|| link(2)),
         },
     };
-    tagged(respond(
+    read(respond(
         StatusCode::OK,
         "application/json",
         serde_json::to_vec(&page).unwrap(),
@@ -184,7 +195,11 @@ pub fn floor_list(records: &[BookRecord], include: bool, total: u64) -> Response
 }
 
 pub fn floor_created(record: &BookRecord) -> Response<Bytes> {
-    let mut response = floor_book(record);
+    let mut response = tagged(respond(
+        StatusCode::OK,
+        "application/json",
+        serde_json::to_vec(&book(record, false)).unwrap(),
+    ));
     *response.status_mut() = StatusCode::CREATED;
     let location = format!("{BASE}/api/books/{}", record.id);
     response

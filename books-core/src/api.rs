@@ -4,25 +4,30 @@ use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
-use http::header::{ALLOW, HeaderValue};
+use http::header::{ALLOW, CACHE_CONTROL, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
 use tracing::Instrument;
 
 use crate::cache::Cache;
-use crate::compression::Compression;
+use crate::compression;
 use crate::conditional;
 use crate::config::Config;
 use crate::idempotency::InFlight;
 use crate::metrics::{RequestTimer, store_call};
 use crate::negotiate::{Format, negotiate};
 use crate::problem::{ErrorChain, Problem};
+use crate::query;
 use crate::render;
 use crate::request_id::{REQUEST_ID, RequestId};
-use crate::route::{Routed, UNMATCHED, route};
-use crate::store::{BookStore, StoreError};
+use crate::route::{Endpoint, Routed, UNMATCHED, route};
+use crate::store::{BookStore, StoreError, Tiers};
 
-mod handlers;
+mod reads;
+mod writes;
+
+/// The version reported by the extended ping.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The books API over one store and one configuration. Cloning is cheap.
 #[derive(Debug, Clone)]
@@ -37,10 +42,11 @@ struct Inner {
     /// The OpenAPI document as served, made on its first request (making it parses and
     /// writes the whole document: most of what building an API cost, BENCHMARKS.md).
     openapi: OnceLock<Bytes>,
-    /// Rendered answers, when the configuration caches.
+    /// Rendered answers (for a store with versions) and compressed bodies, when the
+    /// configuration caches.
     cache: Option<Cache>,
-    /// Compressed answers, when the configuration compresses.
-    compression: Option<Compression>,
+    /// `Cache-Control` of book and page answers.
+    cache_control: HeaderValue,
     /// Idempotency keys whose creates this process is answering.
     in_flight: InFlight,
     /// When expired idempotency keys were last forgotten (seconds since the epoch).
@@ -62,17 +68,15 @@ impl BooksApi {
 
     /// An API over a store that is already shared.
     pub fn from_arc(store: Arc<dyn BookStore>, config: Config) -> Self {
-        let cache = config.cache().map(Cache::new);
-        let compression = config
-            .compression()
-            .then(|| Compression::new(config.cache()));
+        let versions = store.capabilities().versions().is_some();
+        let cache = config.cache().map(|limits| Cache::new(limits, versions));
         Self {
             inner: Arc::new(Inner {
                 store,
+                cache_control: config.cache_control().header_value(),
                 config,
                 openapi: OnceLock::new(),
                 cache,
-                compression,
                 in_flight: InFlight::default(),
                 forgotten_at: AtomicI64::new(0),
                 pings: Mutex::default(),
@@ -83,6 +87,13 @@ impl BooksApi {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// The capability tiers of the store, which decide what the API serves: without
+    /// versions nothing is cached, without conditional writes `If-Match` gets 501, without
+    /// idempotent creates `Idempotency-Key` gets 501 (see [`crate::store`]).
+    pub fn tiers(&self) -> Tiers {
+        self.inner.store.capabilities().tiers()
     }
 
     /// Whether `path` lies under the mount prefix. A binding hands every other path
@@ -113,9 +124,11 @@ impl BooksApi {
     ///
     /// The body is read only by writes, and only up to the configured limit (413 beyond).
     /// Every answer carries the request's id ([`RequestId::from_headers`]) in
-    /// `X-Request-Id`; the request runs in a `request` tracing span with the id, method and
-    /// route, and ends with one event at target `books_core::access` (status, latency).
-    /// Metrics: see [`metrics`](crate::metrics).
+    /// `X-Request-Id`. Tracing, at `DEBUG` (as tower-http's `TraceLayer` does): the request
+    /// runs in a `request` span with the id, method and route, and ends with one event at
+    /// target `books_core::access` (status, latency); a store failure is logged at `WARN`
+    /// (unavailable) or `ERROR` with the request's id whatever the level. Metrics: see
+    /// [`metrics`](crate::metrics).
     ///
     /// The future holds its own handle on the API (not a borrow of `self`), so a binding
     /// can box or spawn it as it is.
@@ -159,8 +172,10 @@ impl BooksApi {
             let timer = RequestTimer::start();
             let id = id.unwrap_or_else(|| RequestId::from_headers(&parts.headers));
             let (routed, route) = api.destination(&parts);
+            // DEBUG: a span at a level a subscriber keeps costs it a few microseconds per
+            // request, a fifth of a ping (BENCHMARKS.md, "Logging").
             let span =
-                tracing::info_span!("request", id = %id, method = %parts.method, route = %route);
+                tracing::debug_span!("request", id = %id, method = %parts.method, route = %route);
             let respond = api.respond(&parts, routed, body, &id);
             // A span no subscriber wants is not entered around every poll.
             let mut response = if span.is_disabled() {
@@ -169,8 +184,8 @@ impl BooksApi {
                 respond.instrument(span.clone()).await
             };
             if parts.method == Method::GET || parts.method == Method::HEAD {
-                if let Some(compression) = &api.inner.compression {
-                    compression.encode(&parts.headers, &mut response);
+                if api.inner.config.compression() {
+                    compression::encode(api.inner.cache.as_ref(), &parts.headers, &mut response);
                 }
                 conditional::not_modified_if_matching(&parts.headers, &mut response);
             }
@@ -178,7 +193,7 @@ impl BooksApi {
                 *response.body_mut() = Bytes::new();
             }
             span.in_scope(|| {
-                tracing::info!(
+                tracing::debug!(
                     target: "books_core::access",
                     status = response.status().as_u16(),
                     latency_us = timer.elapsed().as_micros() as u64,
@@ -195,6 +210,45 @@ impl BooksApi {
     /// into a readiness probe with a timeout of your own (the core has no timer).
     pub async fn ready(&self) -> Result<(), StoreError> {
         store_call("ready", self.inner.store.ready()).await
+    }
+
+    /// The answer of the endpoint a request was routed to.
+    async fn dispatch<B>(
+        &self,
+        endpoint: Endpoint,
+        parts: &http::request::Parts,
+        body: B,
+        format: Format,
+    ) -> Handled
+    where
+        B: Body,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let query = parts.uri.query();
+        if matches!(
+            endpoint,
+            Endpoint::Create | Endpoint::Update(_) | Endpoint::Delete(_)
+        ) {
+            self.authorize(&parts.headers)?;
+        }
+        match endpoint {
+            Endpoint::Ping => Ok(self.ping(format)),
+            Endpoint::OpenApi => Ok(self.openapi()),
+            Endpoint::List { action } => self.list(parts, action, format).await,
+            Endpoint::Get(id) => {
+                let includes = query::includes(query)?;
+                self.get(parts, id, includes, format).await
+            }
+            // Boxed: the write path's state (body, multipart, validation) would otherwise
+            // make every read's future several times larger, and costlier to move.
+            Endpoint::Create | Endpoint::Update(_) => {
+                Box::pin(self.write(endpoint, parts, body, format)).await
+            }
+            Endpoint::Delete(id) => {
+                let id = id.ok_or_else(Problem::book_not_found)?;
+                Box::pin(self.delete(id, parts, format)).await
+            }
+        }
     }
 
     /// Where the request goes, and the route template it was routed to.
@@ -225,7 +279,9 @@ impl BooksApi {
         if let Routed::Options(allow) = routed {
             let mut response = Response::new(Bytes::new());
             *response.status_mut() = StatusCode::NO_CONTENT;
-            response.headers_mut().insert(ALLOW, allow.header());
+            let headers = response.headers_mut();
+            headers.insert(ALLOW, allow.header());
+            headers.insert(CACHE_CONTROL, render::NO_STORE);
             return response;
         }
         let Some(format) = negotiate(&parts.headers) else {
@@ -234,11 +290,11 @@ impl BooksApi {
         };
         let result = match routed {
             Routed::Endpoint(endpoint) => self.dispatch(endpoint, parts, body, format).await,
-            Routed::MethodNotAllowed(allow) => Err(Problem::method_not_allowed(allow)),
+            Routed::MethodNotAllowed(allow) => Err(Problem::method_not_allowed(allow.header())),
             Routed::NotFound | Routed::Options(_) => Err(Problem::not_found()),
         };
         result.unwrap_or_else(|problem| {
-            log_failure(&problem, parts);
+            log_failure(&problem, parts, id);
             render::problem(&problem, format, id)
         })
     }
@@ -258,17 +314,17 @@ fn set_request_id(response: &mut Response<Bytes>, id: RequestId) {
     }
 }
 
-/// Logs a store failure behind a problem, once, with the request's method and path (the
-/// `request` span adds its id and route).
-fn log_failure(problem: &Problem, parts: &http::request::Parts) {
+/// Logs a store failure behind a problem, once, with the request's id, method and path
+/// (the `request` span, when kept, adds the route).
+fn log_failure(problem: &Problem, parts: &http::request::Parts, id: &RequestId) {
     let Some(cause) = &problem.cause else {
         return;
     };
     let (method, path) = (&parts.method, parts.uri.path());
     let error = ErrorChain(&**cause);
     if problem.status == StatusCode::SERVICE_UNAVAILABLE {
-        tracing::warn!(%method, path, %error, "store unavailable");
+        tracing::warn!(request_id = %id, %method, path, %error, "store unavailable");
     } else {
-        tracing::error!(%method, path, %error, "store failure");
+        tracing::error!(request_id = %id, %method, path, %error, "store failure");
     }
 }

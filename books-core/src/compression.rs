@@ -9,20 +9,18 @@
 //! variant's tag gets a 304 when that encoding is still the one chosen; the identity
 //! tag's 304 stands for the identity bytes the client holds.
 //!
-//! Compressed bodies are kept by the identity tag they were made from (a hash of the
-//! identity bytes, so a kept body never goes stale), under the cache's limits: a
-//! repeated answer, cached or not, costs a lookup rather than a compression.
+//! Compressed bodies are kept in the cache by the identity tag they were made from (a
+//! hash of the identity bytes, so a kept body never goes stale), within the cache's
+//! limits: a repeated answer, cached or not, costs a lookup rather than a compression.
 
-use std::collections::HashMap;
 use std::io::Write;
-use std::sync::Mutex;
 
 use bytes::Bytes;
 use http::header::{ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, ETAG, HeaderValue, VARY};
 use http::{HeaderMap, Response, StatusCode};
 
-use crate::cache::CacheLimits;
-use crate::conditional;
+use crate::cache::Cache;
+use crate::etag;
 use crate::fields;
 use crate::negotiate::parse_q;
 
@@ -44,11 +42,12 @@ impl Coding {
     /// In the order a tie in `Accept-Encoding` goes: the best ratio first.
     const PREFERRED: [Coding; 3] = [Coding::Br, Coding::Zstd, Coding::Gzip];
 
+    /// Its `Content-Encoding` token, one of [`etag::CODINGS`].
     fn token(self) -> &'static str {
         match self {
-            Coding::Gzip => "gzip",
-            Coding::Br => "br",
-            Coding::Zstd => "zstd",
+            Coding::Br => etag::CODINGS[0],
+            Coding::Zstd => etag::CODINGS[1],
+            Coding::Gzip => etag::CODINGS[2],
         }
     }
 
@@ -142,44 +141,6 @@ pub(crate) fn choose(request: &HeaderMap) -> Option<Coding> {
     best.filter(|_| weight >= identity.unwrap_or(0))
 }
 
-/// `tag` (a strong `"…"`) for the `coding` variant: `"…-gzip"`.
-fn variant_tag(tag: &HeaderValue, coding: Coding) -> Option<HeaderValue> {
-    let inner = tag.as_bytes().strip_suffix(b"\"")?;
-    let mut variant = Vec::with_capacity(tag.len() + 6);
-    variant.extend_from_slice(inner);
-    variant.push(b'-');
-    variant.extend_from_slice(coding.token().as_bytes());
-    variant.push(b'"');
-    HeaderValue::from_bytes(&variant).ok()
-}
-
-/// Whether `tag` is an encoded variant's tag of `identity` (`"…-gzip"` of `"…"`).
-pub(crate) fn is_variant_of(tag: &[u8], identity: &[u8]) -> bool {
-    let (Some(tag), Some(identity)) = (tag.strip_suffix(b"\""), identity.strip_suffix(b"\""))
-    else {
-        return false;
-    };
-    tag.strip_prefix(identity)
-        .and_then(|rest| rest.strip_prefix(b"-"))
-        .is_some_and(|coding| {
-            Coding::PREFERRED
-                .iter()
-                .any(|known| known.token().as_bytes() == coding)
-        })
-}
-
-/// Compression as the API does it, with the compressed bodies it keeps.
-#[derive(Debug)]
-pub(crate) struct Compression {
-    kept: Option<(Mutex<Kept>, CacheLimits)>,
-}
-
-#[derive(Debug, Default)]
-struct Kept {
-    bodies: HashMap<(HeaderValue, Coding), Bytes, foldhash::fast::RandomState>,
-    bytes: usize,
-}
-
 /// `Vary: Accept, Accept-Encoding` on an answer that has or may have encoded variants
 /// (books, pages and the OpenAPI document, whatever their size; their 304s copy it),
 /// set where it is rendered so that a cached answer carries it.
@@ -187,79 +148,60 @@ pub(crate) fn vary(response: &mut Response<Bytes>) {
     response.headers_mut().insert(VARY, VARY_ENCODINGS);
 }
 
-impl Compression {
-    /// Keeping compressed bodies within `limits` (none kept without).
-    pub(crate) fn new(limits: Option<CacheLimits>) -> Self {
-        Self {
-            kept: limits.map(|limits| (Mutex::default(), limits)),
-        }
+/// Encodes a GET or HEAD answer for `request` (see the module's doc): a 200 of
+/// [`MIN_SIZE`] bytes or more in the chosen coding, with its variant's `ETag` (the body
+/// left as it is when `If-None-Match` names that tag: the 304 follows), the compressed
+/// body kept in `cache` by the identity tag. Its `Vary` was set where it was rendered
+/// ([`vary`]).
+pub(crate) fn encode(cache: Option<&Cache>, request: &HeaderMap, response: &mut Response<Bytes>) {
+    // Header lookups cost about a hundred instructions each: a small answer asks none.
+    if response.status() != StatusCode::OK || response.body().len() < MIN_SIZE {
+        return;
     }
-
-    /// Encodes a GET or HEAD answer for `request` (see the module's doc): a 200 of
-    /// [`MIN_SIZE`] bytes or more in the chosen coding, with its variant's `ETag` (the
-    /// body left as it is when `If-None-Match` names that tag: the 304 follows). Its
-    /// `Vary` was set where it was rendered ([`vary`]).
-    pub(crate) fn encode(&self, request: &HeaderMap, response: &mut Response<Bytes>) {
-        // Header lookups cost about a hundred instructions each: a small answer asks none.
-        if response.status() != StatusCode::OK || response.body().len() < MIN_SIZE {
-            return;
-        }
-        // The core's answers are never encoded before this (the one place it happens).
-        let Some(coding) = choose(request) else {
-            return;
-        };
-        let tag = response.headers().get(ETAG).cloned();
-        let variant = tag.as_ref().and_then(|tag| variant_tag(tag, coding));
-        if let Some(variant) = &variant
-            && conditional::none_match_names(request, variant.as_bytes())
-        {
-            response.headers_mut().insert(ETAG, variant.clone());
-            return;
-        }
-        let Some(body) = self.compressed(tag, coding, response.body()) else {
-            return;
-        };
-        let headers = response.headers_mut();
-        headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.token()));
-        headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-        if let Some(variant) = variant {
-            headers.insert(ETAG, variant);
-        }
-        *response.body_mut() = body;
+    // The core's answers are never encoded before this (the one place it happens).
+    let Some(coding) = choose(request) else {
+        return;
+    };
+    let tag = response.headers().get(ETAG).cloned();
+    let variant = tag
+        .as_ref()
+        .and_then(|tag| etag::variant(tag, coding.token()));
+    if let Some(variant) = &variant
+        && etag::none_match_names(request, variant.as_bytes())
+    {
+        response.headers_mut().insert(ETAG, variant.clone());
+        return;
     }
-
-    /// `body` in `coding`: kept by `tag` when it has one.
-    fn compressed(&self, tag: Option<HeaderValue>, coding: Coding, body: &Bytes) -> Option<Bytes> {
-        let kept = self.kept.as_ref().zip(tag);
-        if let Some(((kept, _), tag)) = &kept
-            && let Some(body) = lock(kept).bodies.get(&(tag.clone(), coding))
-        {
-            return Some(body.clone());
-        }
-        let compressed = Bytes::from(coding.compress(body)?);
-        if let Some(((kept, limits), tag)) = kept {
-            let mut kept = lock(kept);
-            let size = compressed.len();
-            while !kept.bodies.is_empty()
-                && (kept.bodies.len() >= limits.entries || kept.bytes + size > limits.bytes)
-            {
-                let victim = kept.bodies.keys().next().expect("not empty").clone();
-                let removed = kept.bodies.remove(&victim).expect("present");
-                kept.bytes -= removed.len();
-            }
-            if size <= limits.bytes && limits.entries > 0 {
-                kept.bytes += size;
-                if let Some(old) = kept.bodies.insert((tag, coding), compressed.clone()) {
-                    kept.bytes -= old.len();
-                }
-            }
-        }
-        Some(compressed)
+    let Some(body) = compressed(cache, tag, coding, response.body()) else {
+        return;
+    };
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.token()));
+    headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    if let Some(variant) = variant {
+        headers.insert(ETAG, variant);
     }
+    *response.body_mut() = body;
 }
 
-fn lock(kept: &Mutex<Kept>) -> std::sync::MutexGuard<'_, Kept> {
-    kept.lock().unwrap_or_else(|e| e.into_inner())
+/// `body` in `coding`: kept in `cache` by `tag` when there are both.
+fn compressed(
+    cache: Option<&Cache>,
+    tag: Option<HeaderValue>,
+    coding: Coding,
+    body: &Bytes,
+) -> Option<Bytes> {
+    let kept = cache.zip(tag);
+    if let Some((cache, tag)) = &kept
+        && let Some(body) = cache.encoded(tag, coding.token())
+    {
+        return Some(body);
+    }
+    let compressed = Bytes::from(coding.compress(body)?);
+    if let Some((cache, tag)) = kept {
+        cache.keep_encoded(tag, coding.token(), compressed.clone());
+    }
+    Some(compressed)
 }
 
 #[cfg(test)]
@@ -366,37 +308,21 @@ mod tests {
     }
 
     #[test]
-    fn variant_tags_keep_the_quotes() {
-        let tag = HeaderValue::from_static("\"0123abcd\"");
-        let gzip = variant_tag(&tag, Coding::Gzip).unwrap();
-        assert_eq!(gzip, "\"0123abcd-gzip\"");
-        assert_eq!(variant_tag(&tag, Coding::Br).unwrap(), "\"0123abcd-br\"");
-        assert!(is_variant_of(gzip.as_bytes(), tag.as_bytes()));
-        assert!(is_variant_of(b"\"0123abcd-zstd\"", tag.as_bytes()));
-        assert!(!is_variant_of(tag.as_bytes(), tag.as_bytes()));
-        assert!(!is_variant_of(b"\"0123abcd-deflate\"", tag.as_bytes()));
-        assert!(!is_variant_of(b"\"0123abcdgzip\"", tag.as_bytes()));
-        assert!(!is_variant_of(b"\"0123abc-gzip\"", tag.as_bytes()));
+    fn compressed_bodies_are_kept_by_their_identity_tag() {
+        let cache = Cache::new(crate::config::CacheLimits::default(), false);
+        let body = Bytes::from("x".repeat(4096));
+        let tag = HeaderValue::from_static("\"7\"");
+        let once = compressed(Some(&cache), Some(tag.clone()), Coding::Gzip, &body).unwrap();
+        assert_eq!(cache.encoded(&tag, "gzip"), Some(once.clone()));
+        let other = Bytes::from("y".repeat(4096));
+        let again = compressed(Some(&cache), Some(tag), Coding::Gzip, &other).unwrap();
+        assert_eq!(once, again, "found by the tag, not compressed again");
     }
 
     #[test]
-    fn kept_bodies_stay_within_the_limits() {
-        let compression = Compression::new(Some(CacheLimits {
-            entries: 2,
-            bytes: 1 << 20,
-        }));
-        let body = Bytes::from("x".repeat(4096));
-        for n in 0..5 {
-            let tag = HeaderValue::from_str(&format!("\"{n}\"")).unwrap();
-            let once = compression.compressed(Some(tag.clone()), Coding::Gzip, &body);
-            let again = compression.compressed(Some(tag), Coding::Gzip, &body);
-            assert_eq!(once, again);
+    fn every_coding_has_variant_tags() {
+        for coding in Coding::PREFERRED {
+            assert!(etag::CODINGS.contains(&coding.token()));
         }
-        let kept = lock(&compression.kept.as_ref().unwrap().0);
-        assert_eq!(kept.bodies.len(), 2);
-        assert_eq!(
-            kept.bytes,
-            kept.bodies.values().map(Bytes::len).sum::<usize>()
-        );
     }
 }

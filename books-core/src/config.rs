@@ -6,8 +6,10 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::cache::CacheLimits;
 use chrono::{DateTime, SubsecRound, Utc};
+use http::HeaderValue;
+
+use crate::route::RouteScheme;
 
 /// A source of the current time: the year rule, timestamps and the extended ping read it.
 pub trait Clock: Debug + Send + Sync + 'static {
@@ -61,41 +63,67 @@ impl Clock for ManualClock {
     }
 }
 
-/// Which route names the API serves (see the contract's route table).
+/// How much the cache of rendered answers and compressed bodies may hold, both together
+/// (see [`Config::with_cache`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheLimits {
+    /// Most entries kept (answers and compressed bodies).
+    pub entries: usize,
+    /// Most body bytes kept.
+    pub bytes: usize,
+}
+
+impl Default for CacheLimits {
+    /// 1,024 entries and 16 MiB of bodies.
+    fn default() -> Self {
+        Self {
+            entries: 1024,
+            bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+/// What `Cache-Control` tells browsers and shared caches about book and page answers
+/// ([`Config::with_cache_control`]); every other answer carries `no-store`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
-pub enum RouteScheme {
-    /// `GET /books`, `POST /books`, `PUT /books/{id}`, `DELETE /books/{id}`.
-    Index,
-    /// `GET /books/list`, `POST /books/create`, `PUT /books/update/{id}`, `DELETE /books/delete/{id}`.
-    Action,
-    /// Both of the above (the default).
+pub enum CacheControl {
+    /// `no-cache` (the default): a cache may keep an answer, but revalidates it with its
+    /// `ETag` before every use, so the exactness rule holds for every client behind any
+    /// cache.
     #[default]
-    Both,
+    NoCache,
+    /// `max-age=N`: a cache may reuse an answer for N seconds without asking. A client
+    /// behind such a cache may see a book or page up to N seconds older than a write
+    /// acknowledged before its read began: the exactness rule relaxed to N seconds of
+    /// staleness.
+    MaxAge(u32),
 }
 
-impl RouteScheme {
-    pub(crate) fn index(self) -> bool {
-        matches!(self, Self::Index | Self::Both)
-    }
-
-    pub(crate) fn action(self) -> bool {
-        matches!(self, Self::Action | Self::Both)
+impl CacheControl {
+    /// The header value.
+    pub fn header_value(self) -> HeaderValue {
+        match self {
+            Self::NoCache => HeaderValue::from_static("no-cache"),
+            Self::MaxAge(seconds) => HeaderValue::try_from(format!("max-age={seconds}"))
+                .expect("digits are a header value"),
+        }
     }
 }
 
-impl FromStr for RouteScheme {
+impl FromStr for CacheControl {
     type Err = String;
 
+    /// `no-cache`, or `max-age=N` (N in seconds).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "index" => Ok(Self::Index),
-            "action" => Ok(Self::Action),
-            "both" => Ok(Self::Both),
-            _ => Err(format!(
-                "unknown route scheme {s:?} (expected index, action or both)"
-            )),
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("no-cache") {
+            return Ok(Self::NoCache);
         }
+        s.strip_prefix("max-age=")
+            .and_then(|n| n.parse().ok())
+            .map(Self::MaxAge)
+            .ok_or_else(|| format!("{s:?} is neither no-cache nor max-age=<seconds>"))
     }
 }
 
@@ -123,6 +151,7 @@ pub struct Config {
     write_token: Option<Arc<str>>,
     openapi: bool,
     cache: Option<CacheLimits>,
+    cache_control: CacheControl,
     compression: bool,
     require_if_match: bool,
     idempotency_ttl: Duration,
@@ -132,8 +161,9 @@ pub struct Config {
 impl Default for Config {
     /// Prefix `/api`, base URL `http://localhost:8080`, 20 books a page, both route
     /// schemes, basic ping, a 64 KiB body limit, the OpenAPI document served, the cache
-    /// of rendered answers on with its default limits, compression on, `If-Match` optional, idempotency
-    /// keys kept 24 hours, and the system clock.
+    /// on with its default limits, `Cache-Control: no-cache` on books and pages,
+    /// compression on, `If-Match` optional, idempotency keys kept 24 hours, and the
+    /// system clock.
     fn default() -> Self {
         Self {
             prefix: "/api".into(),
@@ -145,6 +175,7 @@ impl Default for Config {
             write_token: None,
             openapi: true,
             cache: Some(CacheLimits::default()),
+            cache_control: CacheControl::NoCache,
             compression: true,
             require_if_match: false,
             idempotency_ttl: Duration::from_secs(24 * 60 * 60),
@@ -210,13 +241,21 @@ impl Config {
         self
     }
 
-    /// Bounds the cache of rendered book and page answers, or turns it off (`None`).
-    /// Answers are reused only while the store's [version](crate::BookStore::version)
-    /// holds, checked after each read arrives, so a read never returns data older than the
-    /// last write acknowledged before it started, whichever process wrote. Stores
-    /// without a version are never cached.
+    /// Bounds the cache of rendered book and page answers and of compressed bodies (one
+    /// budget for both), or turns it off (`None`). Answers are reused only while the
+    /// store's [version](crate::store::Versions) holds, checked after each read arrives,
+    /// so a read never returns data older than the last write acknowledged before it
+    /// started, whichever process wrote. A store without the versions tier has only its
+    /// compressed bodies kept.
     pub fn with_cache(mut self, limits: Option<CacheLimits>) -> Self {
         self.cache = limits;
+        self
+    }
+
+    /// What `Cache-Control` tells other caches about books and pages (`no-cache` by
+    /// default: see [`CacheControl`]).
+    pub fn with_cache_control(mut self, cache_control: CacheControl) -> Self {
+        self.cache_control = cache_control;
         self
     }
 
@@ -294,6 +333,11 @@ impl Config {
     /// The cache's limits, `None` when it is off.
     pub fn cache(&self) -> Option<CacheLimits> {
         self.cache
+    }
+
+    /// What `Cache-Control` says of books and pages.
+    pub fn cache_control(&self) -> CacheControl {
+        self.cache_control
     }
 
     /// Whether answers go compressed.

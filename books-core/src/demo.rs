@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::{AuthorStore, BookInput, BookStore, StoreError};
+use crate::store::{AuthorStore, BookInput, BookStore, ListQuery, StoreError};
 
 /// Books as (title, author, year); an author of `None` is stored without a name, and
 /// `"(removed)"` marks an author deleted after the book was written (the book has none).
@@ -102,7 +102,7 @@ pub async fn load_if_empty<S>(store: &S, now: DateTime<Utc>) -> Result<bool, Sto
 where
     S: BookStore + AuthorStore + ?Sized,
 {
-    if store.list(0, 1).await?.total > 0 {
+    if store.list(&ListQuery::new(0, 1)).await?.total > 0 {
         return Ok(false);
     }
     let mut ids: Vec<(Option<&str>, i64)> = Vec::new();

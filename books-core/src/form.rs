@@ -63,6 +63,14 @@ fn values<'a, const N: usize>(
     values
 }
 
+/// Every key of `query`, decoded (keys that are not UTF-8 once decoded are left out).
+pub(crate) fn query_keys(query: &str) -> impl Iterator<Item = Cow<'_, str>> {
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .filter_map(|pair| decode(pair.split('=').next().unwrap_or_default().as_bytes()).ok())
+}
+
 /// Where in `input` the last value of each of `names` lies.
 fn last_ranges<const N: usize>(
     input: &[u8],

@@ -35,7 +35,7 @@ pub const IN_FLIGHT: &str = "books_http_requests_in_flight";
 /// `author_not_found` or `error`.
 pub const STORE_DURATION: &str = "books_store_operation_duration_seconds";
 /// Requests refused before they were handled (counter); `reason` is `body_limit` here,
-/// and the example server adds `timeout` and `overload`.
+/// and the server adds `timeout`, `overload` and `rate_limit` under the same name.
 pub const REJECTIONS: &str = "books_http_rejections_total";
 
 /// Book and page reads answered from the cache of rendered answers, or not (counter).
@@ -162,8 +162,8 @@ fn in_flight(up: bool) {
     });
 }
 
-/// Counts a request refused for `reason` (`body_limit`, `timeout`, `overload` …).
-pub fn rejected(reason: &'static str) {
+/// Counts a request refused for `reason` (`body_limit`).
+pub(crate) fn rejected(reason: &'static str) {
     counter!(REJECTIONS, "reason" => reason).increment(1);
 }
 

@@ -44,11 +44,12 @@ pub(crate) struct Links {
 }
 
 impl Links {
-    /// Links for `meta`, under `list_url` (absolute, no query), keeping `include`.
-    pub(crate) fn new(list_url: &str, meta: &Meta, includes: Includes) -> Self {
+    /// Links for `meta`, under `list_url` (absolute, no query), keeping `include` and
+    /// `carried` (the request's filters and sort, `&`-led and percent-encoded).
+    pub(crate) fn new(list_url: &str, meta: &Meta, includes: Includes, carried: &str) -> Self {
         let link = |page: u64| match includes.as_query() {
-            Some(include) => format!("{list_url}?page={page}&include={include}"),
-            None => format!("{list_url}?page={page}"),
+            Some(include) => format!("{list_url}?page={page}&include={include}{carried}"),
+            None => format!("{list_url}?page={page}{carried}"),
         };
         let last = meta.total_pages;
         Self {
@@ -76,6 +77,7 @@ mod tests {
             "http://h/api/books",
             &Meta::new(9, 20, 45),
             Includes { author: true },
+            "",
         );
         assert_eq!(
             beyond.prev.as_deref(),
@@ -86,9 +88,13 @@ mod tests {
             "http://h/api/books",
             &Meta::new(1, 20, 45),
             Includes::default(),
+            "&sort=-year",
         );
         assert_eq!(first.prev, None);
-        assert_eq!(first.next.as_deref(), Some("http://h/api/books?page=2"));
-        assert_eq!(first.last, "http://h/api/books?page=3");
+        assert_eq!(
+            first.next.as_deref(),
+            Some("http://h/api/books?page=2&sort=-year")
+        );
+        assert_eq!(first.last, "http://h/api/books?page=3&sort=-year");
     }
 }

@@ -9,24 +9,27 @@ use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
 use crate::request_id::RequestId;
-use crate::route::Allow;
 use crate::store::StoreError;
+
+/// 422's message when a write names an author that does not exist.
+pub(crate) const AUTHOR_INVALID: &str = "The selected author id is invalid.";
 
 /// Messages per field or parameter, in the order they were found; one message each.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct FieldErrors(Vec<(&'static str, String)>);
+pub(crate) struct FieldErrors(Vec<(Cow<'static, str>, String)>);
 
 impl FieldErrors {
-    pub(crate) fn add(&mut self, field: &'static str, message: impl Into<String>) {
-        self.0.push((field, message.into()));
+    /// A message for `field` (a body field, or a query parameter's decoded name).
+    pub(crate) fn add(&mut self, field: impl Into<Cow<'static, str>>, message: impl Into<String>) {
+        self.0.push((field.into(), message.into()));
     }
 
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
-    pub(crate) fn fields(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.0.iter().map(|(field, _)| *field)
+    pub(crate) fn fields(&self) -> impl Iterator<Item = &str> + '_ {
+        self.0.iter().map(|(field, _)| field.as_ref())
     }
 }
 
@@ -104,9 +107,9 @@ impl Problem {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "Internal server error")
     }
 
-    pub(crate) fn method_not_allowed(allow: Allow) -> Self {
-        Self::new(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed")
-            .with_header(ALLOW, allow.header())
+    /// 405, with the `Allow` value of the methods the path serves.
+    pub(crate) fn method_not_allowed(allow: HeaderValue) -> Self {
+        Self::new(StatusCode::METHOD_NOT_ALLOWED, "Method not allowed").with_header(ALLOW, allow)
     }
 
     pub(crate) fn not_acceptable() -> Self {
@@ -178,6 +181,36 @@ impl Problem {
         .with_header(RETRY_AFTER, HeaderValue::from_static("1"))
     }
 
+    /// 501: the store cannot check `If-Match` and write in one atomic step (it lacks the
+    /// conditional writes tier), and two steps could lose an update.
+    pub(crate) fn if_match_unsupported() -> Self {
+        Self::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "This server cannot honour If-Match: its store has no atomic conditional \
+             writes. Send the write without If-Match.",
+        )
+    }
+
+    /// 501: a list with `filter[…]` or `sort` from a store that lacks the list queries
+    /// tier (it lists every book by id only).
+    pub(crate) fn list_queries_unsupported() -> Self {
+        Self::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "This server cannot filter or sort the list: its store lists every book by id. \
+             Ask without filter[...] and sort.",
+        )
+    }
+
+    /// 501: the store cannot keep idempotency keys with their books (it lacks the
+    /// idempotent creates tier), so a retry could create a second book.
+    pub(crate) fn idempotency_unsupported() -> Self {
+        Self::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "This server cannot honour Idempotency-Key: its store keeps no keys. \
+             Send the create without it.",
+        )
+    }
+
     pub(crate) fn invalid(errors: FieldErrors) -> Self {
         Self {
             errors: Some(errors),
@@ -193,7 +226,7 @@ impl Problem {
     /// 422 on `author_id` alone: the author does not exist.
     pub(crate) fn author_invalid() -> Self {
         let mut errors = FieldErrors::default();
-        errors.add("author_id", crate::validate::AUTHOR_INVALID);
+        errors.add("author_id", AUTHOR_INVALID);
         Self::invalid(errors)
     }
 
@@ -215,6 +248,12 @@ impl Problem {
 impl From<StoreError> for Problem {
     fn from(error: StoreError) -> Self {
         Self::from_store(Arc::new(error))
+    }
+}
+
+impl From<Arc<StoreError>> for Problem {
+    fn from(error: Arc<StoreError>) -> Self {
+        Self::from_store(error)
     }
 }
 

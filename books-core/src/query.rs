@@ -1,8 +1,9 @@
-//! The `page` and `include` query parameters.
+//! The `page` and `include` query parameters (the list's others are in
+//! [`list_params`](crate::list_params)).
 
 use std::borrow::Cow;
 
-use crate::form::{InvalidUtf8, last_query_values};
+use crate::form::{Found, InvalidUtf8, last_query_values};
 use crate::problem::{FieldErrors, Problem};
 use crate::xml::xml_safe;
 
@@ -39,13 +40,8 @@ pub(crate) fn includes(query: Option<&str>) -> Result<Includes, Problem> {
     }
 }
 
-/// Reads `page` and `include` (the list); both are checked and reported together.
-pub(crate) fn page_and_includes(query: Option<&str>) -> Result<(u64, Includes), Problem> {
-    if let Some(read) = common_page_query(query) {
-        return Ok(read);
-    }
-    let [page, include] = last_query_values(query.unwrap_or(""), ["page", "include"]);
-    let mut errors = FieldErrors::default();
+/// The page `page` names (1 when absent), or `None` with its error added.
+pub(crate) fn page(page: Found<'_>, errors: &mut FieldErrors) -> Option<u64> {
     let page = match page {
         Ok(None) => Some(1),
         Ok(Some(text)) => parse_page(&text),
@@ -54,18 +50,14 @@ pub(crate) fn page_and_includes(query: Option<&str>) -> Result<(u64, Includes), 
     if page.is_none() {
         errors.add("page", PAGE_INVALID);
     }
-    let includes = parse_includes(include, &mut errors);
-    match page {
-        Some(page) if errors.is_empty() => Ok((page, includes)),
-        _ => Err(Problem::bad_query(errors)),
-    }
+    page
 }
 
 /// The spellings nearly every list request uses, read without the general parser (a
 /// third of a cached page's own work): nothing, or `page=<digits>` and `include=author`,
 /// each at most once, in either order. Anything else is `None`: the general parser
 /// decides.
-fn common_page_query(query: Option<&str>) -> Option<(u64, Includes)> {
+pub(crate) fn common_page_query(query: Option<&str>) -> Option<(u64, Includes)> {
     let (mut page, mut includes) = (None, None);
     let query = query.unwrap_or_default().as_bytes();
     // Bytes, not `str::split`: its searcher costs more than these few bytes.
@@ -95,7 +87,7 @@ fn parse_page(text: &str) -> Option<u64> {
         .map(|p| p as u64)
 }
 
-fn parse_includes(
+pub(crate) fn parse_includes(
     raw: Result<Option<Cow<'_, str>>, InvalidUtf8>,
     errors: &mut FieldErrors,
 ) -> Includes {
@@ -132,6 +124,11 @@ fn parse_includes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The list's page and includes, as the list reads them.
+    fn page_and_includes(query: Option<&str>) -> Result<(u64, Includes), Problem> {
+        crate::list_params::list_request(query).map(|request| (request.page, request.includes))
+    }
 
     #[test]
     fn pages() {

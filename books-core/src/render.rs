@@ -4,10 +4,11 @@ use std::borrow::Cow;
 
 use bytes::Bytes;
 use chrono::{DateTime, Datelike, Timelike, Utc};
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, VARY};
+use http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, ETAG, HeaderValue, VARY};
 use http::{Response, StatusCode};
 use serde::{Serialize, Serializer};
 
+use crate::etag;
 use crate::negotiate::Format;
 use crate::pagination::{Links, Meta};
 use crate::problem::{Problem, ProblemBody};
@@ -21,6 +22,10 @@ const XML: HeaderValue = HeaderValue::from_static("application/xml; charset=utf-
 const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
 const PROBLEM_XML: HeaderValue = HeaderValue::from_static("application/problem+xml; charset=utf-8");
 const ACCEPT: HeaderValue = HeaderValue::from_static("Accept");
+
+/// `Cache-Control` of every answer but books and pages: ping, problems, deletes,
+/// `OPTIONS`. No cache may store them (a ping's time, a problem's request id).
+pub(crate) const NO_STORE: HeaderValue = HeaderValue::from_static("no-store");
 
 /// A timestamp as `YYYY-MM-DD HH:MM:SS` (UTC).
 struct Timestamp(DateTime<Utc>);
@@ -115,7 +120,8 @@ pub(crate) struct Deleted {
     pub(crate) id: i64,
 }
 
-/// A success response; `root` names the XML root element.
+/// A success response, `Cache-Control: no-store` (see [`representation`] for books and
+/// pages); `root` names the XML root element.
 pub(crate) fn success<T: Serialize>(
     status: StatusCode,
     format: Format,
@@ -127,6 +133,35 @@ pub(crate) fn success<T: Serialize>(
         Format::Xml => (serialize_xml(root, value), XML),
     };
     response(status, content_type, body)
+}
+
+/// One book's answer (`200`), tagged, with `Cache-Control: cache_control`.
+pub(crate) fn book(
+    book: &BookRecord,
+    includes: Includes,
+    format: Format,
+    cache_control: &HeaderValue,
+) -> Response<Bytes> {
+    let view = BookView::new(book, includes);
+    let answer = success(StatusCode::OK, format, "book", &view);
+    representation(answer, cache_control)
+}
+
+/// A book or page answer: its strong `ETag`, and `Cache-Control: cache_control` (what
+/// the API's configuration tells other caches about books and pages).
+pub(crate) fn representation(
+    mut response: Response<Bytes>,
+    cache_control: &HeaderValue,
+) -> Response<Bytes> {
+    let content_type = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .map(HeaderValue::as_bytes);
+    let tag = etag::for_body(content_type.unwrap_or_default(), response.body());
+    let headers = response.headers_mut();
+    headers.insert(ETAG, tag);
+    headers.insert(CACHE_CONTROL, cache_control.clone());
+    response
 }
 
 /// A problem-details response with the problem's own headers; `request_id` becomes the
@@ -149,9 +184,15 @@ pub(crate) fn problem(
     response
 }
 
-/// The OpenAPI document: JSON whatever the `Accept` (there is no other form of it).
+/// The OpenAPI document: JSON whatever the `Accept` (there is no other form of it); any
+/// cache may keep it but asks again before each use (`no-cache`: a host may change its
+/// configuration, and the server URL in it, at any restart).
 pub(crate) fn document(body: Bytes) -> Response<Bytes> {
-    response(StatusCode::OK, JSON, body)
+    let mut answer = response(StatusCode::OK, JSON, body);
+    answer
+        .headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    answer
 }
 
 fn response(
@@ -167,6 +208,7 @@ fn response(
     headers.insert(CONTENT_TYPE, content_type);
     headers.insert(VARY, ACCEPT);
     headers.insert(CONTENT_LENGTH, length);
+    headers.insert(CACHE_CONTROL, NO_STORE);
     response
 }
 

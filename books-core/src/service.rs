@@ -14,7 +14,7 @@ use http_body::Body;
 use http_body_util::{Either, Full};
 use tower_service::Service;
 
-use crate::BooksApi;
+use crate::api::BooksApi;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -53,11 +53,11 @@ where
 /// the router hands on as `/api/books`, is the API's 404 and not a book list. Links and
 /// `Location` carry the configured prefix: nest it where the prefix says.
 #[derive(Debug, Clone)]
-pub struct Nested {
+pub struct NestedService {
     api: BooksApi,
 }
 
-impl<B> Service<Request<B>> for Nested
+impl<B> Service<Request<B>> for NestedService
 where
     B: Body + Send + 'static,
     B::Data: Send,
@@ -95,9 +95,9 @@ impl BooksApi {
         MountLayer { api: self.clone() }
     }
 
-    /// This API as a service for a router that strips the mount path ([`Nested`]).
-    pub fn nested(&self) -> Nested {
-        Nested { api: self.clone() }
+    /// This API as a service for a router that strips the mount path ([`NestedService`]).
+    pub fn nested(&self) -> NestedService {
+        NestedService { api: self.clone() }
     }
 
     /// `uri` with the prefix put before its path (a router stripped it).
@@ -125,10 +125,10 @@ impl MountLayer {
 }
 
 impl<S> tower_layer::Layer<S> for MountLayer {
-    type Service = Mount<S>;
+    type Service = MountService<S>;
 
-    fn layer(&self, inner: S) -> Mount<S> {
-        Mount {
+    fn layer(&self, inner: S) -> MountService<S> {
+        MountService {
             api: self.api.clone(),
             inner,
         }
@@ -139,18 +139,18 @@ impl<S> tower_layer::Layer<S> for MountLayer {
 ///
 /// Readiness is the inner service's, as with any router in front of one service.
 #[derive(Debug, Clone)]
-pub struct Mount<S> {
+pub struct MountService<S> {
     api: BooksApi,
     inner: S,
 }
 
-/// The response body of a [`Mount`]: the API's own, or the inner service's.
+/// The response body of a [`MountService`]: the API's own, or the inner service's.
 pub type MountBody<B> = Either<Full<Bytes>, B>;
 
 type ApiAnswer<R, E> = fn(Result<Response<Full<Bytes>>, Infallible>) -> Result<Response<R>, E>;
 type InnerAnswer<B> = fn(Response<B>) -> Response<MountBody<B>>;
 
-impl<S, B, ResBody> Service<Request<B>> for Mount<S>
+impl<S, B, ResBody> Service<Request<B>> for MountService<S>
 where
     S: Service<Request<B>, Response = Response<ResBody>>,
     B: Body + Send + 'static,

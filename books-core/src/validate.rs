@@ -1,11 +1,10 @@
 //! The create/update rules, each with its message; every failing field is reported.
 
 use crate::body::{Fields, Raw};
-use crate::problem::{FieldErrors, Problem};
+use crate::problem::{AUTHOR_INVALID, FieldErrors, Problem};
 use crate::store::{BookInput, BookStore};
 use crate::xml::is_xml_char;
 
-pub(crate) const AUTHOR_INVALID: &str = "The selected author id is invalid.";
 const TITLE_MAX_CHARS: usize = 255;
 const YEAR_MIN: i128 = 2000;
 

@@ -27,7 +27,11 @@ fn write_element(writer: &mut Writer<Vec<u8>>, name: &str, value: &Value) -> io:
         Value::Object(members) => {
             writer.write_event(Event::Start(BytesStart::new(name)))?;
             for (key, member) in members {
-                write_element(writer, key, member)?;
+                if is_xml_name(key) {
+                    write_element(writer, key, member)?;
+                } else {
+                    write_member(writer, key, member)?;
+                }
             }
             return writer.write_event(Event::End(BytesEnd::new(name)));
         }
@@ -46,6 +50,43 @@ fn write_element(writer: &mut Writer<Vec<u8>>, name: &str, value: &Value) -> io:
     writer.write_event(Event::Start(BytesStart::new(name)))?;
     writer.write_event(Event::Text(text_event(&text)))?;
     writer.write_event(Event::End(BytesEnd::new(name)))
+}
+
+/// A member whose name is no XML name (a query parameter such as `filter[year]`, named in
+/// a problem's `errors`): `<member name="filter[year]">`, its value inside as usual.
+fn write_member(writer: &mut Writer<Vec<u8>>, key: &str, value: &Value) -> io::Result<()> {
+    let mut start = BytesStart::new("member");
+    start.push_attribute(("name", &*xml_safe(key)));
+    match value {
+        Value::Array(items) => {
+            writer.write_event(Event::Start(start))?;
+            for value in items {
+                write_element(writer, "message", value)?;
+            }
+            writer.write_event(Event::End(BytesEnd::new("member")))
+        }
+        Value::Null => writer.write_event(Event::Empty(start)),
+        other => {
+            writer.write_event(Event::Start(start))?;
+            let text = match other {
+                Value::String(text) => Cow::Borrowed(text.as_str()),
+                other => Cow::Owned(other.to_string()),
+            };
+            writer.write_event(Event::Text(text_event(&text)))?;
+            writer.write_event(Event::End(BytesEnd::new("member")))
+        }
+    }
+}
+
+/// Whether `name` may name an element as it is: a letter or `_`, then letters, digits,
+/// `-`, `_` and `.` (ASCII; every name the API writes of its own is one).
+fn is_xml_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && !name.get(..3).is_some_and(|p| p.eq_ignore_ascii_case("xml"))
 }
 
 /// Escaped element text that parses back to exactly `text` (less what XML cannot carry):

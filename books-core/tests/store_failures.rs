@@ -1,13 +1,16 @@
 //! Store failures map to 503 (with `Retry-After`) or 500, and never leak the store's message.
 
 use async_trait::async_trait;
-use books_core::{
-    BookInput, BookPage, BookRecord, BookStore, BooksApi, Config, Guarded, IdempotencyKey,
-    IdempotencyRecord, KeyedCreate, Precondition, StoreError,
+use books_core::store::{
+    BookInput, BookPage, BookRecord, BookStore, Capabilities, Conditional, ConditionalWrites,
+    IdempotencyKey, IdempotencyRecord, IdempotentCreates, KeyedCreate, ListQuery, Precondition,
+    StoreError, Versions,
 };
+use books_core::{BooksApi, Config};
 use chrono::{DateTime, Utc};
 use http::Request;
 
+/// A store whose every call fails, in every tier.
 #[derive(Debug)]
 struct Failing {
     unavailable: bool,
@@ -27,7 +30,7 @@ impl Failing {
 
 #[async_trait]
 impl BookStore for Failing {
-    async fn list(&self, _: u64, _: u32) -> Result<BookPage, StoreError> {
+    async fn list(&self, _: &ListQuery) -> Result<BookPage, StoreError> {
         Err(self.error())
     }
     async fn get(&self, _: i64) -> Result<Option<BookRecord>, StoreError> {
@@ -50,18 +53,49 @@ impl BookStore for Failing {
     async fn author_exists(&self, _: i64) -> Result<bool, StoreError> {
         Err(self.error())
     }
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none()
+            .with_versions(self)
+            .with_conditional_writes(self)
+            .with_idempotent_creates(self)
+    }
+}
+
+#[async_trait]
+impl Versions for Failing {
+    async fn version(&self) -> Result<u64, StoreError> {
+        Err(self.error())
+    }
+    async fn list_versioned(&self, _: &ListQuery) -> Result<(BookPage, u64), StoreError> {
+        Err(self.error())
+    }
+    async fn get_versioned(&self, _: i64) -> Result<(Option<BookRecord>, u64), StoreError> {
+        Err(self.error())
+    }
+}
+
+#[async_trait]
+impl ConditionalWrites for Failing {
     async fn update_if(
         &self,
         _: i64,
         _: &BookInput,
         _: DateTime<Utc>,
         _: Precondition<'_>,
-    ) -> Result<Guarded<Option<BookRecord>>, StoreError> {
+    ) -> Result<Conditional<Option<BookRecord>>, StoreError> {
         Err(self.error())
     }
-    async fn delete_if(&self, _: i64, _: Precondition<'_>) -> Result<Guarded<bool>, StoreError> {
+    async fn delete_if(
+        &self,
+        _: i64,
+        _: Precondition<'_>,
+    ) -> Result<Conditional<bool>, StoreError> {
         Err(self.error())
     }
+}
+
+#[async_trait]
+impl IdempotentCreates for Failing {
     async fn create_keyed(
         &self,
         _: &BookInput,

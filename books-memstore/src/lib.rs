@@ -1,7 +1,10 @@
-//! An in-memory [`BookStore`] for tests, demos and benchmarks.
+//! An in-memory store for tests, demos and benchmarks, with every tier of the storage
+//! seam ([`books_core::store`]). Its version lives in memory, which is exact here and
+//! only here: nothing but the store itself can write its data.
 //!
 //! ```
-//! use books_core::{AuthorStore, BooksApi, Config};
+//! use books_core::store::AuthorStore;
+//! use books_core::{BooksApi, Config};
 //! use books_memstore::MemStore;
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! let store = MemStore::new();
@@ -11,13 +14,21 @@
 //! # });
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The crate's README (what crates.io shows), its examples compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use async_trait::async_trait;
-use books_core::{
-    AuthorStore, BookInput, BookPage, BookRecord, BookStore, BooksTally, Guarded, IdempotencyKey,
-    IdempotencyRecord, KeyedCreate, Precondition, StoreError, VersionReading,
+use books_core::store::{
+    AuthorStore, BookInput, BookPage, BookRecord, BookStore, BooksTally, Capabilities, Conditional,
+    ConditionalWrites, IdempotencyKey, IdempotencyRecord, IdempotentCreates, KeyedCreate,
+    ListQuery, Precondition, StoreError, VersionTally, Versions,
 };
 use chrono::{DateTime, Utc};
 
@@ -33,9 +44,9 @@ struct State {
     authors: HashMap<i64, Option<String>>,
     last_book_id: i64,
     last_author_id: i64,
-    /// Bumped by every write.
+    /// Bumped by every write (nothing else can write this store: see the crate's doc).
     version: u64,
-    /// Bumped by every write but a create ([`BooksTally::changes`]).
+    /// Bumped by every write but a create ([`BooksTally::changes`](books_core::store::BooksTally::changes)).
     changes: u64,
     /// Idempotency keys' records and when each expires.
     keys: HashMap<String, (IdempotencyRecord, DateTime<Utc>)>,
@@ -139,36 +150,45 @@ impl MemStore {
     }
 }
 
-#[async_trait]
-impl BookStore for MemStore {
-    async fn list(&self, offset: u64, limit: u32) -> Result<BookPage, StoreError> {
-        let state = self.read();
-        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
-        let books = state
+impl State {
+    fn page(&self, query: &ListQuery) -> BookPage {
+        let skip = usize::try_from(query.offset).unwrap_or(usize::MAX);
+        let limit = query.limit as usize;
+        if query.is_plain() {
+            let books = self.books.iter().skip(skip).take(limit);
+            return BookPage {
+                books: books.map(|(&id, book)| self.record(id, book)).collect(),
+                total: self.books.len() as u64,
+            };
+        }
+        // Filtered or sorted: every book the filter keeps, in the query's order.
+        let mut kept: Vec<BookRecord> = self
             .books
             .iter()
-            .skip(skip)
-            .take(limit as usize)
-            .map(|(&id, book)| state.record(id, book))
+            .map(|(&id, book)| self.record(id, book))
+            .filter(|book| query.matches(book))
             .collect();
-        Ok(BookPage {
-            books,
-            total: state.books.len() as u64,
-            version: Some(state.version),
-        })
+        kept.sort_by(|a, b| query.compare(a, b));
+        let total = kept.len() as u64;
+        BookPage {
+            books: kept.into_iter().skip(skip).take(limit).collect(),
+            total,
+        }
+    }
+
+    fn book(&self, id: i64) -> Option<BookRecord> {
+        self.books.get(&id).map(|book| self.record(id, book))
+    }
+}
+
+#[async_trait]
+impl BookStore for MemStore {
+    async fn list(&self, query: &ListQuery) -> Result<BookPage, StoreError> {
+        Ok(self.read().page(query))
     }
 
     async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
-        Ok(self.get_versioned(id).await?.0)
-    }
-
-    async fn get_versioned(
-        &self,
-        id: i64,
-    ) -> Result<(Option<BookRecord>, Option<u64>), StoreError> {
-        let state = self.read();
-        let book = state.books.get(&id).map(|book| state.record(id, book));
-        Ok((book, Some(state.version)))
+        Ok(self.read().book(id))
     }
 
     async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
@@ -188,36 +208,103 @@ impl BookStore for MemStore {
         Ok(self.write().books.remove(&id).is_some())
     }
 
-    /// The check and the write under one lock.
+    async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
+        Ok(self.read().authors.contains_key(&id))
+    }
+
+    /// Always ready: nothing to reach.
+    async fn ready(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none()
+            .with_versions(self)
+            .with_version_tally(self)
+            .with_conditional_writes(self)
+            .with_idempotent_creates(self)
+            .with_list_queries()
+    }
+}
+
+/// The version in memory: every write of the store bumps it under the state's lock.
+#[async_trait]
+impl Versions for MemStore {
+    async fn version(&self) -> Result<u64, StoreError> {
+        Ok(self.read().version)
+    }
+
+    async fn list_versioned(&self, query: &ListQuery) -> Result<(BookPage, u64), StoreError> {
+        let state = self.read();
+        Ok((state.page(query), state.version))
+    }
+
+    async fn get_versioned(&self, id: i64) -> Result<(Option<BookRecord>, u64), StoreError> {
+        let state = self.read();
+        Ok((state.book(id), state.version))
+    }
+
+    /// Always known: the version lives in this process.
+    fn known_version(&self) -> Option<u64> {
+        Some(self.read().version)
+    }
+}
+
+#[async_trait]
+impl VersionTally for MemStore {
+    async fn tallied_version(&self, above: i64) -> Result<(u64, BooksTally), StoreError> {
+        let state = self.read();
+        let count_above = match above.checked_add(1) {
+            Some(next) => state.books.range(next..).count() as u64,
+            None => 0,
+        };
+        let tally = BooksTally {
+            changes: state.changes,
+            total: state.books.len() as u64,
+            max_id: state.books.keys().next_back().copied().unwrap_or(0),
+            above,
+            count_above,
+        };
+        Ok((state.version, tally))
+    }
+}
+
+/// The check and the write under one lock.
+#[async_trait]
+impl ConditionalWrites for MemStore {
     async fn update_if(
         &self,
         id: i64,
         book: &BookInput,
         now: DateTime<Utc>,
         precondition: Precondition<'_>,
-    ) -> Result<Guarded<Option<BookRecord>>, StoreError> {
+    ) -> Result<Conditional<Option<BookRecord>>, StoreError> {
         let mut state = self.lock();
         if let Some(current) = state.refused(id, precondition) {
-            return Ok(Guarded::Refused(current));
+            return Ok(Conditional::Refused(current));
         }
-        state.update(id, book, now).map(Guarded::Done)
+        state.update(id, book, now).map(Conditional::Done)
     }
 
     async fn delete_if(
         &self,
         id: i64,
         precondition: Precondition<'_>,
-    ) -> Result<Guarded<bool>, StoreError> {
+    ) -> Result<Conditional<bool>, StoreError> {
         let mut state = self.lock();
         if let Some(current) = state.refused(id, precondition) {
-            return Ok(Guarded::Refused(current));
+            return Ok(Conditional::Refused(current));
         }
         let deleted = state.books.remove(&id).is_some();
         state.version += u64::from(deleted);
         state.changes += u64::from(deleted);
-        Ok(Guarded::Done(deleted))
+        Ok(Conditional::Done(deleted))
     }
+}
 
+/// The book and its key's record under one lock.
+#[async_trait]
+impl IdempotentCreates for MemStore {
     async fn create_keyed(
         &self,
         book: &BookInput,
@@ -267,37 +354,6 @@ impl BookStore for MemStore {
             state.keys.remove(key);
         }
         Ok(expired.len() as u64)
-    }
-
-    async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
-        Ok(self.read().authors.contains_key(&id))
-    }
-
-    async fn version(&self) -> Result<Option<u64>, StoreError> {
-        Ok(self.known_version())
-    }
-
-    async fn check_version(&self, above: i64) -> Result<Option<VersionReading>, StoreError> {
-        let state = self.read();
-        let count_above = match above.checked_add(1) {
-            Some(next) => state.books.range(next..).count() as u64,
-            None => 0,
-        };
-        Ok(Some(VersionReading {
-            version: state.version,
-            books: Some(BooksTally {
-                changes: state.changes,
-                total: state.books.len() as u64,
-                max_id: state.books.keys().next_back().copied().unwrap_or(0),
-                above,
-                count_above,
-            }),
-        }))
-    }
-
-    /// Always known: the version lives in this process.
-    fn known_version(&self) -> Option<u64> {
-        Some(self.read().version)
     }
 }
 

@@ -1,8 +1,9 @@
 //! Property tests: whatever a client sends, the API answers with a well-formed body and
 //! never panics or fails with a 500.
 
+use books_core::Config;
+use books_core::store::AuthorStore;
 use books_core::testing::{InProcess, XmlNode};
-use books_core::{AuthorStore, Config};
 use books_memstore::MemStore;
 use bytes::Bytes;
 use http::Request;

@@ -1,7 +1,7 @@
 //! Group commit for creates: the creates that arrive while one write is under way go
-//! together in the next one (one statement on PostgreSQL, one transaction of one-row
-//! inserts on SQLite), so a burst of creates costs one commit (and on PostgreSQL one
-//! trigger run) instead of one each. A lone create is written at once, as before.
+//! together in the next one (one statement on PostgreSQL and MariaDB, one transaction of
+//! one-row inserts on SQLite), so a burst of creates costs one commit (and on PostgreSQL
+//! one trigger run) instead of one each. A lone create is written at once, as before.
 //!
 //! Nothing is acknowledged before its own write commits, every book gets its own result
 //! (a missing author fails that book only), and a create whose caller went away before
@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use books_core::{BookInput, BookRecord, IdempotencyKey, KeyedCreate, StoreError};
+use books_core::store::{BookInput, BookRecord, IdempotencyKey, KeyedCreate, StoreError};
 use chrono::{DateTime, TimeDelta, Utc};
 use tokio::sync::oneshot;
 
@@ -33,7 +33,11 @@ pub(crate) struct NewBook {
 pub(crate) type Created = Result<KeyedCreate, StoreError>;
 
 /// How a store writes creates, alone and together.
-pub(crate) trait Write: Clone + Send + Sync + 'static {
+pub(crate) trait CreateWriter: Clone + Send + Sync + 'static {
+    /// How many writes may be under way at once: one where the database has one writer
+    /// anyway (SQLite); more where one write's commit can overlap the next one's work.
+    const WRITERS: usize = 1;
+
     /// One book, in one statement.
     fn create_one(&self, book: &NewBook) -> impl Future<Output = Created> + Send;
 
@@ -47,7 +51,7 @@ pub(crate) trait Write: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Vec<Created>>, sqlx::Error>> + Send;
 }
 
-/// The creates waiting for a write, and whether a task is writing.
+/// The creates waiting for a write, and how many tasks are writing.
 #[derive(Debug, Default)]
 pub(crate) struct Creates {
     queue: Mutex<Queue>,
@@ -56,7 +60,7 @@ pub(crate) struct Creates {
 #[derive(Debug, Default)]
 struct Queue {
     waiting: Vec<Waiting>,
-    writing: bool,
+    writing: usize,
 }
 
 #[derive(Debug)]
@@ -66,14 +70,20 @@ struct Waiting {
 }
 
 impl Creates {
-    /// Queues `book` and waits for the write that takes it; starts the writing task
-    /// when none runs.
-    pub(crate) async fn create(self: &Arc<Self>, store: &impl Write, book: NewBook) -> Created {
+    /// Queues `book` and waits for the write that takes it; starts a writing task when
+    /// fewer than the store's [`WRITERS`](CreateWriter::WRITERS) run.
+    pub(crate) async fn create<S: CreateWriter>(
+        self: &Arc<Self>,
+        store: &S,
+        book: NewBook,
+    ) -> Created {
         let (reply, created) = oneshot::channel();
         let start = {
             let mut queue = self.lock();
             queue.waiting.push(Waiting { book, reply });
-            !std::mem::replace(&mut queue.writing, true)
+            let start = queue.writing < S::WRITERS;
+            queue.writing += usize::from(start);
+            start
         };
         if start {
             tokio::spawn(self.clone().write(store.clone()));
@@ -84,7 +94,7 @@ impl Creates {
     }
 
     /// Writes batches until none is waiting.
-    async fn write(self: Arc<Self>, store: impl Write) {
+    async fn write(self: Arc<Self>, store: impl CreateWriter) {
         let mut stopped = Stopped {
             creates: &self,
             finished: false,
@@ -94,7 +104,7 @@ impl Creates {
                 let mut queue = self.lock();
                 queue.waiting.retain(|waiting| !waiting.reply.is_closed());
                 if queue.waiting.is_empty() {
-                    queue.writing = false;
+                    queue.writing -= 1;
                     break;
                 }
                 let take = queue.waiting.len().min(MAX_BATCH);
@@ -131,7 +141,7 @@ impl Drop for Stopped<'_> {
     fn drop(&mut self) {
         if !self.finished {
             let mut queue = self.creates.lock();
-            queue.writing = false;
+            queue.writing -= 1;
             queue.waiting.clear();
         }
     }
@@ -141,7 +151,7 @@ impl Drop for Stopped<'_> {
 /// book at a time, so a book that fails the whole statement (a host's trigger, an author
 /// removed between the read and the foreign-key check) fails alone; if the database was
 /// unavailable, every book gets that error instead.
-async fn write(store: &impl Write, books: &[NewBook]) -> Vec<Created> {
+async fn write(store: &impl CreateWriter, books: &[NewBook]) -> Vec<Created> {
     if let [book] = books {
         return vec![store.create_one(book).await];
     }
@@ -169,7 +179,7 @@ async fn write(store: &impl Write, books: &[NewBook]) -> Vec<Created> {
 /// too), and a book no row went to was not written (its author is missing). `None` when
 /// a row matches no book: something (a host's trigger) changed what was written, and who
 /// wrote which row cannot be told.
-#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 pub(crate) fn attribute(books: &[NewBook], rows: Vec<BookRecord>) -> Option<Vec<Created>> {
     let mut created: Vec<Created> = books
         .iter()

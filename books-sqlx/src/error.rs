@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use books_core::StoreError;
+use books_core::store::StoreError;
+#[cfg(feature = "mysql")]
+use sqlx::mysql::MySqlDatabaseError;
 
 /// Why connecting to or migrating a database failed.
 #[derive(Debug, thiserror::Error)]
@@ -14,7 +16,7 @@ pub enum Error {
     /// Applying the embedded migrations failed.
     #[error("migration failed")]
     Migrate(#[from] sqlx::migrate::MigrateError),
-    /// A PostgreSQL schema name this store does not accept.
+    /// A PostgreSQL schema or MariaDB database name the store does not accept.
     #[error("invalid schema name {0:?}: use 1 to 63 of a-z, 0-9 and _, not starting with a digit")]
     InvalidSchema(String),
 }
@@ -55,7 +57,53 @@ pub(crate) fn is_unavailable(error: &sqlx::Error) -> bool {
     use sqlx::Error as E;
     match error {
         E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::WorkerCrashed => true,
+        #[cfg(feature = "mysql")]
+        E::Database(db) if db.try_downcast_ref::<MySqlDatabaseError>().is_some() => {
+            is_transient_mysql(db.downcast_ref::<MySqlDatabaseError>().number())
+        }
         E::Database(db) => is_transient(db.code().as_deref()),
+        _ => false,
+    }
+}
+
+/// Whether a MariaDB (or MySQL) error number says "try again later": lock wait timeout
+/// (1205), deadlock (1213; the store has retried once already where it may), too many
+/// connections (1040, 1203, 1226), a read-only server during a failover (1290, 1836,
+/// 1792), a connection lost or killed (2006, 2013, 1927, 4031, 1053 server shutdown,
+/// 1158–1161 network errors), an interrupted or timed-out statement (1317, 1969 MariaDB's
+/// `max_statement_time`, 3024 MySQL's `max_execution_time`), a Galera node not ready
+/// (1047), the host blocked (1129).
+#[cfg(feature = "mysql")]
+pub(crate) fn is_transient_mysql(number: u16) -> bool {
+    matches!(
+        number,
+        1040 | 1047 | 1053 | 1129 | 1158
+            ..=1161
+                | 1203
+                | 1205
+                | 1213
+                | 1226
+                | 1290
+                | 1317
+                | 1792
+                | 1836
+                | 1927
+                | 1969
+                | 2006
+                | 2013
+                | 3024
+                | 4031
+    )
+}
+
+/// Whether `error` is a deadlock (MariaDB 1213: the transaction was rolled back, and a
+/// write that is safe to repeat may be sent again).
+#[cfg(feature = "mysql")]
+pub(crate) fn is_deadlock(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Database(db) => db
+            .try_downcast_ref::<MySqlDatabaseError>()
+            .is_some_and(|e| e.number() == 1213),
         _ => false,
     }
 }
@@ -64,6 +112,21 @@ pub(crate) fn is_unavailable(error: &sqlx::Error) -> bool {
 #[derive(Debug, thiserror::Error)]
 #[error("a write of several books failed")]
 pub(crate) struct Shared(#[source] pub(crate) Arc<sqlx::Error>);
+
+/// A store error shared by several callers (of one [`SharedCheck`]), as each one's own:
+/// unavailable stays unavailable.
+///
+/// [`SharedCheck`]: books_core::store::SharedCheck
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) fn shared(error: Arc<StoreError>) -> StoreError {
+    #[derive(Debug, thiserror::Error)]
+    #[error(transparent)]
+    struct Shared(Arc<StoreError>);
+    match &*error {
+        StoreError::Unavailable(_) => StoreError::unavailable(Shared(error)),
+        _ => StoreError::other(Shared(error)),
+    }
+}
 
 /// SQLite busy/locked; PostgreSQL's and PgBouncer's "try again later".
 fn is_transient(code: Option<&str>) -> bool {
@@ -122,5 +185,17 @@ mod tests {
         assert!(!is_transient(Some("787")));
         assert!(!is_transient(Some("23503")));
         assert!(!is_transient(None));
+    }
+
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn transient_mysql_numbers() {
+        use super::is_transient_mysql;
+        for number in [1040, 1205, 1213, 1290, 1836, 1927, 1969, 2006, 2013, 4031] {
+            assert!(is_transient_mysql(number), "{number}");
+        }
+        for number in [1062, 1064, 1146, 1452, 1701, 1045] {
+            assert!(!is_transient_mysql(number), "{number}");
+        }
     }
 }

@@ -1,13 +1,18 @@
-//! SQLite and PostgreSQL stores for the books API, on sqlx, with embedded migrations.
+//! SQLite, PostgreSQL and MariaDB stores for the books API, on sqlx, with embedded
+//! migrations.
 //!
 //! - [`SqliteStore`] (feature `sqlite`): the embedded default, one file, nothing to install.
 //! - [`PostgresStore`] (feature `postgres`): many stateless API processes over one database,
 //!   directly or behind a transaction-mode pooler, reading from streaming replicas as
 //!   well; optionally in [`push`] mode, where the database notifies writes and cached
 //!   reads query nothing.
+//! - [`MySqlStore`] (feature `mysql`): the same over MariaDB, reading from GTID replicas;
+//!   no push mode.
 //!
-//! Both implement [`books_core::BookStore`] and [`books_core::AuthorStore`] and pass the
-//! shared conformance suite. Both are built the same ways: `connect(url)`,
+//! Each implements every tier of [`books_core::store`] (the data tier, versions with their
+//! tally, conditional writes, idempotent creates) and
+//! [`AuthorStore`](books_core::store::AuthorStore), and passes the shared conformance
+//! suite. All are built the same ways: `connect(url)`,
 //! `connect_with(options)`, or `from_pool(pool)` over a pool the host already has; then
 //! `migrate()` once at start:
 //!
@@ -28,30 +33,55 @@
 //! A host that runs migrations with other tooling takes our SQL from `migrator()`
 //! (each migration's `sql`) or from this crate's `migrations/` folder.
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The crate's README (what crates.io shows), its examples compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 mod batch;
 mod check;
 mod error;
+mod list_sql;
 mod migrate;
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
-#[cfg(feature = "postgres")]
-pub mod push;
 mod queries;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod replicas;
 mod rows;
 #[cfg(feature = "sqlite")]
 mod sqlite_store;
+mod statement;
+mod statements;
+mod tiers;
+mod transactions;
 
 pub use error::Error;
 pub use migrate::MIGRATIONS_TABLE;
+#[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
+pub use mysql::MySqlStore;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use postgres::{
-    DEFAULT_REPLICA_WAIT, DOWN_FOR, PROBE_INTERVAL, PostgresStore, ReplicaState, STATEMENT_TIMEOUT,
-};
+pub use postgres::PostgresStore;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub use postgres::push;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "postgres", feature = "mysql"))))]
+pub use replicas::{DEFAULT_WAIT as DEFAULT_REPLICA_WAIT, DOWN_FOR, PROBE_INTERVAL, ReplicaState};
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use sqlite_store::{BUSY_TIMEOUT, SqliteStore};
 pub use sqlx;
+
+/// The longest a single statement may run before the database cancels it (503), on the
+/// PostgreSQL and MariaDB stores' own connections.
+pub const STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How long a request waits for a pooled connection before the store answers "unavailable".
 pub const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);

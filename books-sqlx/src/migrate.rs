@@ -8,9 +8,6 @@ use sqlx::{AssertSqlSafe, SqlSafeStr};
 /// `_sqlx_migrations`, which stays the host's).
 pub const MIGRATIONS_TABLE: &str = "_books_migrations";
 
-/// sqlx's default table, where versions before 0.2 of this crate recorded ours.
-const LEGACY_TABLE: &str = "_sqlx_migrations";
-
 /// The migration files of one database, as `(file name, SQL)`, embedded at compile time.
 macro_rules! embedded {
     ($dir:literal: $($file:literal),+ $(,)?) => {
@@ -19,37 +16,20 @@ macro_rules! embedded {
 }
 
 #[cfg(feature = "postgres")]
-pub(crate) const POSTGRES: &[(&str, &str)] = embedded!("postgres":
-    "0001_books.sql",
-    "0002_book_count.sql",
-    "0003_counter_search_path.sql",
-    "0004_version.sql",
-    "0005_book_ranges.sql",
-    "0006_spread_counters.sql",
-    "0007_push.sql",
-    "0008_fold_entered_ranges.sql",
-    "0009_truncate.sql",
-    "0010_idempotency_keys.sql",
-    "0011_changes.sql",
-);
+pub(crate) const POSTGRES: &[(&str, &str)] = embedded!("postgres": "0001_books.sql");
 
 #[cfg(feature = "sqlite")]
-pub(crate) const SQLITE: &[(&str, &str)] = embedded!("sqlite":
-    "0001_books.sql",
-    "0002_book_count.sql",
-    "0003_version.sql",
-    "0004_book_ranges.sql",
-    "0005_book_groups.sql",
-    "0006_idempotency_keys.sql",
-    "0007_changes.sql",
-);
+pub(crate) const SQLITE: &[(&str, &str)] = embedded!("sqlite": "0001_books.sql");
+
+#[cfg(feature = "mysql")]
+pub(crate) const MYSQL: &[(&str, &str)] = embedded!("mysql": "0001_books.sql");
 
 /// A migrator of `files` (`<version>_<description>.sql`, as sqlx's `migrate!` reads a
 /// folder: the same versions, descriptions and checksums) recording into
 /// [`MIGRATIONS_TABLE`]. Built from embedded text rather than by `migrate!`, which
 /// needs sqlx's `macros` feature and with it the drivers built a second time for the
 /// compiler (BENCHMARKS.md, "First build").
-pub(crate) fn ours(files: &[(&'static str, &'static str)]) -> Migrator {
+pub(crate) fn migrator_of(files: &[(&'static str, &'static str)]) -> Migrator {
     let migrations = files
         .iter()
         .map(|&(file, sql)| {
@@ -71,79 +51,6 @@ pub(crate) fn ours(files: &[(&'static str, &'static str)]) -> Migrator {
     migrator
 }
 
-/// Moves rows of ours that an older version of this crate wrote into sqlx's default
-/// table (same version and checksum) over to [`MIGRATIONS_TABLE`], under the migration
-/// lock, so that neither our migrator nor a host's finds the other's versions. Each step
-/// can be repeated, so a crash half-way is mended by the next start.
-///
-/// One function per connection type: sqlx's executor traits, taken generically, make the
-/// future fail to be `Send` ("implementation of `Executor` is not general enough").
-macro_rules! adopt_legacy {
-    ($connection:ty, $legacy_exists:literal) => {
-        pub(crate) async fn adopt_legacy(
-            conn: &mut $connection,
-            migrator: &sqlx::migrate::Migrator,
-        ) -> Result<(), $crate::Error> {
-            use sqlx::migrate::Migrate;
-            let legacy_exists: bool = sqlx::query_scalar($legacy_exists)
-                .fetch_one(&mut *conn)
-                .await?;
-            if !legacy_exists {
-                return Ok(());
-            }
-            conn.lock().await?;
-            let legacy = conn.list_applied_migrations(LEGACY_TABLE).await?;
-            let versions: Vec<String> = migrator
-                .iter()
-                .filter(|m| {
-                    legacy
-                        .iter()
-                        .any(|a| a.version == m.version && a.checksum == m.checksum)
-                })
-                .map(|m| m.version.to_string())
-                .collect();
-            let adopted = if versions.is_empty() {
-                Ok(())
-            } else {
-                adopt(conn, &versions.join(", ")).await
-            };
-            conn.unlock().await?;
-            adopted
-        }
-
-        /// `versions` are integers of ours: nothing to inject.
-        async fn adopt(conn: &mut $connection, versions: &str) -> Result<(), $crate::Error> {
-            use sqlx::migrate::Migrate;
-            conn.ensure_migrations_table(MIGRATIONS_TABLE).await?;
-            sqlx::query(AssertSqlSafe(format!(
-                "INSERT INTO {MIGRATIONS_TABLE} \
-                 (version, description, installed_on, success, checksum, execution_time) \
-                 SELECT version, description, installed_on, success, checksum, execution_time \
-                 FROM {LEGACY_TABLE} WHERE version IN ({versions}) \
-                 AND version NOT IN (SELECT version FROM {MIGRATIONS_TABLE})"
-            )))
-            .execute(&mut *conn)
-            .await?;
-            sqlx::query(AssertSqlSafe(format!(
-                "DELETE FROM {LEGACY_TABLE} WHERE version IN ({versions})"
-            )))
-            .execute(&mut *conn)
-            .await?;
-            Ok(())
-        }
-    };
-}
-
-#[cfg(feature = "sqlite")]
-pub(crate) mod sqlite {
-    use super::*;
-    adopt_legacy!(
-        sqlx::SqliteConnection,
-        "SELECT EXISTS (SELECT 1 FROM sqlite_master \
-         WHERE type = 'table' AND name = '_sqlx_migrations')"
-    );
-}
-
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres {
     use std::time::Instant;
@@ -152,11 +59,6 @@ pub(crate) mod postgres {
     use sqlx::migrate::{MigrateError, Migrator};
 
     use super::*;
-
-    adopt_legacy!(
-        sqlx::PgConnection,
-        "SELECT to_regclass('_sqlx_migrations') IS NOT NULL"
-    );
 
     /// Our advisory lock's key while migrating through a pooler: "booksmig".
     const LOCK: i64 = 0x626f_6f6b_736d_6967;
@@ -195,29 +97,6 @@ pub(crate) mod postgres {
         )))
         .execute(&mut *tx)
         .await?;
-        let legacy: bool = sqlx::query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
-            .persistent(false)
-            .fetch_one(&mut *tx)
-            .await?;
-        for migration in migrator.iter().filter(|_| legacy) {
-            for sql in [
-                format!(
-                    "INSERT INTO {MIGRATIONS_TABLE} \
-                     (version, description, installed_on, success, checksum, execution_time) \
-                     SELECT version, description, installed_on, success, checksum, execution_time \
-                     FROM {LEGACY_TABLE} WHERE version = $1 AND checksum = $2 \
-                     AND version NOT IN (SELECT version FROM {MIGRATIONS_TABLE})"
-                ),
-                format!("DELETE FROM {LEGACY_TABLE} WHERE version = $1 AND checksum = $2"),
-            ] {
-                sqlx::query(AssertSqlSafe(sql))
-                    .persistent(false)
-                    .bind(migration.version)
-                    .bind(&*migration.checksum)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-        }
         let applied: Vec<(i64, Vec<u8>, bool)> = sqlx::query_as(AssertSqlSafe(format!(
             "SELECT version, checksum, success FROM {MIGRATIONS_TABLE} ORDER BY version"
         )))
@@ -263,15 +142,75 @@ pub(crate) mod postgres {
     }
 }
 
+/// MariaDB: migrations under sqlx's `GET_LOCK`, finishing one cut in half.
+#[cfg(feature = "mysql")]
+pub(crate) mod mysql {
+    use sqlx::MySqlPool;
+    use sqlx::migrate::{Migrate, MigrateError, Migrator};
+
+    use super::*;
+
+    /// The lock migrations are run under, one per database. sqlx's own MySQL lock asks
+    /// `GET_LOCK(…, -1)`, which MySQL reads as "wait forever" and MariaDB answers at once
+    /// with NULL (no lock): a year is as long.
+    const LOCK: &str = "CONCAT('books-migrations:', LEFT(MD5(DATABASE()), 24))";
+
+    /// Applies `migrator` through `pool`, a pool of one connection, holding a migration
+    /// lock ([`LOCK`]) on that connection throughout, so processes that start together
+    /// migrate one at a time. MariaDB's DDL commits as it
+    /// goes, so a migration cut in half (a crash, a lost connection) stays marked
+    /// unfinished in the bookkeeping and has created part of what it creates; every
+    /// statement of ours is written to be run again, so the mark is cleared and the
+    /// migration run again in full.
+    pub(crate) async fn run(pool: &MySqlPool, mut migrator: Migrator) -> Result<(), crate::Error> {
+        let mut conn = pool.acquire().await?;
+        let locked: Option<i64> =
+            sqlx::query_scalar(AssertSqlSafe(format!("SELECT GET_LOCK({LOCK}, 31536000)")))
+                .fetch_one(&mut *conn)
+                .await?;
+        if locked != Some(1) {
+            return Err(MigrateError::Execute(sqlx::Error::Protocol(
+                "the migration lock was not granted".into(),
+            ))
+            .into());
+        }
+        conn.ensure_migrations_table(MIGRATIONS_TABLE).await?;
+        if let Some(version) = conn.dirty_version(MIGRATIONS_TABLE).await?
+            && migrator.version_exists(version)
+        {
+            tracing::warn!(version, "running again a migration that was cut in half");
+            sqlx::query(AssertSqlSafe(format!(
+                "DELETE FROM {MIGRATIONS_TABLE} WHERE version = ? AND NOT success"
+            )))
+            .bind(version)
+            .execute(&mut *conn)
+            .await?;
+        }
+        // Back to the pool, still holding the lock: the migrator takes it from there.
+        drop(conn);
+        migrator.set_locking(false);
+        let migrated = migrator.run(pool).await;
+        sqlx::raw_sql(AssertSqlSafe(format!("DO RELEASE_LOCK({LOCK})")))
+            .execute(pool)
+            .await?;
+        migrated?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Each database's folder and what is embedded from it.
+    fn lists() -> [(&'static str, &'static [(&'static str, &'static str)]); 3] {
+        [("postgres", POSTGRES), ("sqlite", SQLITE), ("mysql", MYSQL)]
+    }
+
     /// Every file in `migrations/` is embedded, in order, and nothing else.
     #[test]
     fn every_migration_file_is_embedded() {
-        let lists: [(&str, &[(&str, &str)]); 2] = [("postgres", POSTGRES), ("sqlite", SQLITE)];
-        for (dir, embedded) in lists {
+        for (dir, embedded) in lists() {
             let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("migrations")
                 .join(dir);
@@ -282,7 +221,7 @@ mod tests {
             files.sort();
             let names: Vec<&str> = embedded.iter().map(|(file, _)| *file).collect();
             assert_eq!(names, files, "{dir}");
-            let migrator = ours(embedded);
+            let migrator = migrator_of(embedded);
             let versions: Vec<i64> = migrator.iter().map(|m| m.version).collect();
             let expected: Vec<i64> = (1..=files.len() as i64).collect();
             assert_eq!(versions, expected, "{dir}");
@@ -293,13 +232,12 @@ mod tests {
     /// `migrate!` did): a database migrated before sees no change.
     #[tokio::test]
     async fn migrations_are_what_sqlx_reads_from_the_folder() {
-        let lists: [(&str, &[(&str, &str)]); 2] = [("postgres", POSTGRES), ("sqlite", SQLITE)];
-        for (dir, embedded) in lists {
+        for (dir, embedded) in lists() {
             let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("migrations")
                 .join(dir);
             let read = Migrator::new(path.as_path()).await.unwrap();
-            let ours = ours(embedded);
+            let ours = migrator_of(embedded);
             let fields = |m: &Migration| {
                 (
                     m.version,

@@ -1,19 +1,21 @@
 //! The book store's operations, written once over a store's way of running a statement
-//! ([`Run`]): which pool, which protocol, whether a read may go to a replica. A store's
-//! own file holds only what differs between the databases.
+//! ([`StatementRunner`]): which pool, which protocol, whether a read may go to a replica.
+//! A store's own file holds only what differs between the databases.
 
 use std::future::Future;
 
-use books_core::{
-    BookInput, BookPage, BookRecord, IdempotencyKey, IdempotencyRecord, KeyedCreate, StoreError,
-    StoredAnswer,
+use books_core::store::{
+    BookInput, BookPage, BookRecord, IdempotencyKey, IdempotencyRecord, KeyedCreate, ListQuery,
+    StoreError, StoredAnswer,
 };
 use chrono::{DateTime, Utc};
-use sqlx::SqlStr;
 
 use crate::batch::{Created, NewBook};
 use crate::error::OrStoreError;
-use crate::rows::{RANGE, Statements, StoreRow, page};
+use crate::list_sql::ListSql;
+use crate::rows::{StoreRow, page};
+use crate::statement::Statement;
+use crate::statements::{RANGE, Statements};
 
 /// A value bound to a statement.
 #[derive(Debug, Clone, Copy)]
@@ -37,7 +39,7 @@ pub(crate) enum Read {
 }
 
 /// How a store runs one statement and hands back its rows.
-pub(crate) trait Run: Send + Sync {
+pub(crate) trait StatementRunner: Send + Sync {
     type Row: StoreRow;
 
     /// The store's statements.
@@ -47,14 +49,17 @@ pub(crate) trait Run: Send + Sync {
     fn read(
         &self,
         to: Read,
-        sql: &SqlStr,
+        statement: &Statement,
         args: &[Arg<'_>],
     ) -> impl Future<Output = Result<Vec<Self::Row>, StoreError>> + Send;
 
-    /// Runs a write (with `RETURNING`, so rows say what was written).
+    /// Runs a write (with `RETURNING`, so rows say what was written); `then`, a read
+    /// in the same transaction after it, gives the rows instead where a database has
+    /// no `RETURNING` for the write (MariaDB's `UPDATE`).
     fn write(
         &self,
-        sql: &SqlStr,
+        statement: &Statement,
+        then: Option<&Statement>,
         args: &[Arg<'_>],
     ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send;
 }
@@ -63,19 +68,25 @@ fn decoded<T>(result: Result<T, sqlx::Error>) -> Result<T, StoreError> {
     result.or_store_error()
 }
 
-/// [`BookStore::list`](books_core::BookStore::list): a page and, for an empty one, the
-/// total and version by themselves.
+/// [`Versions::list_versioned`](books_core::store::Versions::list_versioned): a page
+/// and, for an empty one, the total and version by themselves.
 pub(crate) async fn list(
-    store: &impl Run,
-    offset: u64,
-    limit: u32,
-) -> Result<BookPage, StoreError> {
+    store: &impl StatementRunner,
+    query: &ListQuery,
+) -> Result<(BookPage, u64), StoreError> {
+    if !query.is_plain() {
+        return list_filtered(store, query).await;
+    }
     let sql = store.sql();
     // Past the first range, start from the page's range (`book_ranges`).
-    let statement = if offset < RANGE { &sql.list } else { &sql.deep };
+    let statement = if query.offset < RANGE {
+        &sql.list
+    } else {
+        &sql.deep
+    };
     let args = [
-        Arg::Int(i64::from(limit)),
-        Arg::Int(i64::try_from(offset).unwrap_or(i64::MAX)),
+        Arg::Int(i64::from(query.limit)),
+        Arg::Int(i64::try_from(query.offset).unwrap_or(i64::MAX)),
     ];
     let rows = store.read(Read::Data, statement, &args).await?;
     let rows = decoded(rows.iter().map(StoreRow::page).collect())?;
@@ -88,35 +99,56 @@ pub(crate) async fn list(
             (decoded(row.int(0))?, decoded(row.int(1))?)
         }
     };
-    Ok(BookPage {
+    let page = BookPage {
         books,
         total: total as u64,
-        version: Some(version as u64),
-    })
+    };
+    Ok((page, version as u64))
 }
 
-/// [`BookStore::get_versioned`](books_core::BookStore::get_versioned).
+/// A filtered or sorted list ([`ListSql`]).
+async fn list_filtered(
+    store: &impl StatementRunner,
+    query: &ListQuery,
+) -> Result<(BookPage, u64), StoreError> {
+    let sql = ListSql::new(store.sql().dialect, &store.sql().schema, query);
+    let args = sql.args();
+    let rows = store.read(Read::Data, &sql.page, &args).await?;
+    let rows = decoded(rows.iter().map(StoreRow::page).collect())?;
+    let (books, tally) = page(rows);
+    let (total, version) = match tally {
+        Some(tally) => tally,
+        None => {
+            let rows = store.read(Read::Primary, &sql.tally, &args).await?;
+            let row = first(&rows)?;
+            (decoded(row.int(0))?, decoded(row.int(1))?)
+        }
+    };
+    let page = BookPage {
+        books,
+        total: total as u64,
+    };
+    Ok((page, version as u64))
+}
+
+/// [`Versions::get_versioned`](books_core::store::Versions::get_versioned): the book,
+/// or its absence, with the version.
 pub(crate) async fn get(
-    store: &impl Run,
+    store: &impl StatementRunner,
     id: i64,
-) -> Result<(Option<BookRecord>, Option<u64>), StoreError> {
+) -> Result<(Option<BookRecord>, u64), StoreError> {
     let rows = store
         .read(Read::Data, &store.sql().get, &[Arg::Int(id)])
         .await?;
-    Ok(match rows.first() {
-        Some(row) => {
-            let row = decoded(row.versioned())?;
-            (Some(row.book.into()), Some(row.version as u64))
-        }
-        None => (None, None),
-    })
+    let row = decoded(first(&rows)?.versioned())?;
+    Ok((row.book.map(Into::into), row.version as u64))
 }
 
 /// One create without a key, in one statement.
-pub(crate) async fn create(store: &impl Run, new: &NewBook) -> Created {
+pub(crate) async fn create(store: &impl StatementRunner, new: &NewBook) -> Created {
     let book = &new.book;
     let rows = store
-        .write(&store.sql().create, &book_args(book, new.now))
+        .write(&store.sql().create, None, &book_args(book, new.now))
         .await
         .or_write_error(book.author_id)?;
     Ok(KeyedCreate::Created(decoded(first(&rows)?.book())?.into()))
@@ -130,60 +162,10 @@ pub(crate) fn book_of(created: Created) -> Result<BookRecord, StoreError> {
     }
 }
 
-/// In a write transaction on `conn`: the book `new` names, and its key's record with it
-/// if it has a key. `Ok(Ok(Taken))`: an unexpired record for the key is there (roll the
-/// book back); `Ok(Err(_))`: the author is missing (the statement failed alone).
-pub(crate) async fn insert_in<DB>(
-    conn: &mut DB::Connection,
-    sql: &Statements,
-    persistent: bool,
-    new: &NewBook,
-) -> Result<Created, sqlx::Error>
-where
-    DB: sqlx::Database + sqlx::database::HasStatementCache,
-    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
-    DB::Arguments: sqlx::IntoArguments<DB>,
-    DB::Row: StoreRow,
-    for<'a> i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    for<'a> i32: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    for<'a> &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    for<'a> Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    for<'a> DateTime<Utc>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    for<'a> &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-{
-    let insert = bind(
-        sqlx::query(sql.create.clone()),
-        &book_args(&new.book, new.now),
-    );
-    let row = match insert.persistent(persistent).fetch_one(&mut *conn).await {
-        Ok(row) => row,
-        Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
-            return Ok(Err(StoreError::AuthorNotFound(new.book.author_id)));
-        }
-        Err(e) => return Err(e),
-    };
-    let book: BookRecord = row.book()?.into();
-    let Some(key) = &new.key else {
-        return Ok(Ok(KeyedCreate::Created(book)));
-    };
-    let answer = (key.answer)(&book);
-    let kept = bind(
-        sqlx::query(sql.keep_key.clone()),
-        &key_args(key, &answer, new.now),
-    )
-    .persistent(persistent)
-    .fetch_optional(&mut *conn)
-    .await?;
-    Ok(Ok(match kept {
-        Some(_) => KeyedCreate::Created(book),
-        None => KeyedCreate::Taken,
-    }))
-}
-
-/// [`BookStore::idempotency_record`](books_core::BookStore::idempotency_record), on the
+/// [`BookStore::idempotency_record`](books_core::store::BookStore::idempotency_record), on the
 /// primary.
 pub(crate) async fn key_record(
-    store: &impl Run,
+    store: &impl StatementRunner,
     key: &str,
     now: DateTime<Utc>,
 ) -> Result<Option<IdempotencyRecord>, StoreError> {
@@ -196,14 +178,14 @@ pub(crate) async fn key_record(
         .transpose()
 }
 
-/// [`BookStore::forget_expired_keys`](books_core::BookStore::forget_expired_keys).
+/// [`BookStore::forget_expired_keys`](books_core::store::BookStore::forget_expired_keys).
 pub(crate) async fn forget_keys(
-    store: &impl Run,
+    store: &impl StatementRunner,
     now: DateTime<Utc>,
     limit: u32,
 ) -> Result<u64, StoreError> {
     let args = [Arg::Time(now), Arg::Int(i64::from(limit))];
-    let rows = store.write(&store.sql().forget_keys, &args).await;
+    let rows = store.write(&store.sql().forget_keys, None, &args).await;
     Ok(rows.or_store_error()?.len() as u64)
 }
 
@@ -227,17 +209,19 @@ pub(crate) fn key_args<'a>(
     ]
 }
 
-/// [`BookStore::update`](books_core::BookStore::update).
+/// [`BookStore::update`](books_core::store::BookStore::update).
 pub(crate) async fn update(
-    store: &impl Run,
+    store: &impl StatementRunner,
     id: i64,
     book: &BookInput,
     now: DateTime<Utc>,
 ) -> Result<Option<BookRecord>, StoreError> {
+    let sql = store.sql();
     let [title, author, year, now] = book_args(book, now);
     let rows = store
         .write(
-            &store.sql().update,
+            &sql.update,
+            sql.updated.as_ref(),
             &[title, author, year, now, Arg::Int(id)],
         )
         .await
@@ -247,33 +231,44 @@ pub(crate) async fn update(
         .transpose()
 }
 
-/// [`BookStore::delete`](books_core::BookStore::delete).
-pub(crate) async fn delete(store: &impl Run, id: i64) -> Result<bool, StoreError> {
-    let rows = store.write(&store.sql().delete, &[Arg::Int(id)]).await;
+/// [`BookStore::delete`](books_core::store::BookStore::delete).
+pub(crate) async fn delete(store: &impl StatementRunner, id: i64) -> Result<bool, StoreError> {
+    let rows = store
+        .write(&store.sql().delete, None, &[Arg::Int(id)])
+        .await;
     Ok(!rows.or_store_error()?.is_empty())
 }
 
-/// [`BookStore::author_exists`](books_core::BookStore::author_exists), on the primary: a
+/// [`BookStore::author_exists`](books_core::store::BookStore::author_exists), on the primary: a
 /// write's validation must see the author a moment-old write added.
-pub(crate) async fn author_exists(store: &impl Run, id: i64) -> Result<bool, StoreError> {
+pub(crate) async fn author_exists(
+    store: &impl StatementRunner,
+    id: i64,
+) -> Result<bool, StoreError> {
     let rows = store
         .read(Read::Primary, &store.sql().author_exists, &[Arg::Int(id)])
         .await?;
     decoded(first(&rows)?.flag(0))
 }
 
-/// [`AuthorStore::add_author`](books_core::AuthorStore::add_author).
-pub(crate) async fn add_author(store: &impl Run, name: Option<&str>) -> Result<i64, StoreError> {
+/// [`AuthorStore::add_author`](books_core::store::AuthorStore::add_author).
+pub(crate) async fn add_author(
+    store: &impl StatementRunner,
+    name: Option<&str>,
+) -> Result<i64, StoreError> {
     let rows = store
-        .write(&store.sql().add_author, &[Arg::Name(name)])
+        .write(&store.sql().add_author, None, &[Arg::Name(name)])
         .await;
     decoded(first(&rows.or_store_error()?)?.int(0))
 }
 
-/// [`AuthorStore::remove_author`](books_core::AuthorStore::remove_author).
-pub(crate) async fn remove_author(store: &impl Run, id: i64) -> Result<bool, StoreError> {
+/// [`AuthorStore::remove_author`](books_core::store::AuthorStore::remove_author).
+pub(crate) async fn remove_author(
+    store: &impl StatementRunner,
+    id: i64,
+) -> Result<bool, StoreError> {
     let rows = store
-        .write(&store.sql().remove_author, &[Arg::Int(id)])
+        .write(&store.sql().remove_author, None, &[Arg::Int(id)])
         .await;
     Ok(!rows.or_store_error()?.is_empty())
 }
@@ -293,132 +288,3 @@ fn first<R>(rows: &[R]) -> Result<&R, StoreError> {
     rows.first()
         .ok_or_else(|| StoreError::other("a statement returned no row"))
 }
-
-/// `query` with `args` bound in order.
-pub(crate) fn bind<'q, 'a, DB>(
-    mut query: sqlx::query::Query<'q, DB, DB::Arguments>,
-    args: &[Arg<'a>],
-) -> sqlx::query::Query<'q, DB, DB::Arguments>
-where
-    DB: sqlx::Database,
-    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    i32: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    DateTime<Utc>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-{
-    for arg in args {
-        query = match *arg {
-            Arg::Int(value) => query.bind(value),
-            Arg::Int4(value) => query.bind(value),
-            Arg::Text(value) => query.bind(value),
-            Arg::Name(value) => query.bind(value),
-            Arg::Time(value) => query.bind(value),
-            Arg::Blob(value) => query.bind(value),
-        };
-    }
-    query
-}
-
-/// `impl BookStore` and `impl AuthorStore` for a SQL store (a [`Run`] with a `creates`
-/// queue): every operation above, and the store's own methods (`$own`: its version,
-/// its conditional writes, and whatever else differs).
-macro_rules! sql_store {
-    ($store:ty { $($own:tt)* }) => {
-        #[async_trait::async_trait]
-        impl books_core::BookStore for $store {
-            async fn list(&self, offset: u64, limit: u32) -> Result<books_core::BookPage, books_core::StoreError> {
-                $crate::queries::list(self, offset, limit).await
-            }
-
-            async fn get(&self, id: i64) -> Result<Option<books_core::BookRecord>, books_core::StoreError> {
-                Ok($crate::queries::get(self, id).await?.0)
-            }
-
-            async fn get_versioned(
-                &self,
-                id: i64,
-            ) -> Result<(Option<books_core::BookRecord>, Option<u64>), books_core::StoreError> {
-                $crate::queries::get(self, id).await
-            }
-
-            /// Creates that arrive while another is written go together (group commit:
-            /// the README's "Creates commit together").
-            async fn create(
-                &self,
-                book: &books_core::BookInput,
-                now: chrono::DateTime<chrono::Utc>,
-            ) -> Result<books_core::BookRecord, books_core::StoreError> {
-                let book = $crate::batch::NewBook { book: book.clone(), now, key: None };
-                $crate::queries::book_of(self.creates.create(self, book).await)
-            }
-
-            /// Written together with other creates, each with its key's record.
-            async fn create_keyed(
-                &self,
-                book: &books_core::BookInput,
-                now: chrono::DateTime<chrono::Utc>,
-                key: &books_core::IdempotencyKey,
-            ) -> Result<books_core::KeyedCreate, books_core::StoreError> {
-                let book = $crate::batch::NewBook { book: book.clone(), now, key: Some(key.clone()) };
-                self.creates.create(self, book).await
-            }
-
-            async fn update(
-                &self,
-                id: i64,
-                book: &books_core::BookInput,
-                now: chrono::DateTime<chrono::Utc>,
-            ) -> Result<Option<books_core::BookRecord>, books_core::StoreError> {
-                $crate::queries::update(self, id, book, now).await
-            }
-
-            async fn delete(&self, id: i64) -> Result<bool, books_core::StoreError> {
-                $crate::queries::delete(self, id).await
-            }
-
-            async fn author_exists(&self, id: i64) -> Result<bool, books_core::StoreError> {
-                $crate::queries::author_exists(self, id).await
-            }
-
-            async fn idempotency_record(
-                &self,
-                key: &str,
-                now: chrono::DateTime<chrono::Utc>,
-            ) -> Result<Option<books_core::IdempotencyRecord>, books_core::StoreError> {
-                $crate::queries::key_record(self, key, now).await
-            }
-
-            async fn forget_expired_keys(
-                &self,
-                now: chrono::DateTime<chrono::Utc>,
-                limit: u32,
-            ) -> Result<u64, books_core::StoreError> {
-                $crate::queries::forget_keys(self, now, limit).await
-            }
-
-            /// Looks up author 0 through the store's own table and index (on the
-            /// primary): one round trip that fails when the database or the migrated
-            /// schema is missing.
-            async fn ready(&self) -> Result<(), books_core::StoreError> {
-                $crate::queries::author_exists(self, 0).await.map(drop)
-            }
-
-            $($own)*
-        }
-
-        #[async_trait::async_trait]
-        impl books_core::AuthorStore for $store {
-            async fn add_author(&self, name: Option<&str>) -> Result<i64, books_core::StoreError> {
-                $crate::queries::add_author(self, name).await
-            }
-
-            async fn remove_author(&self, id: i64) -> Result<bool, books_core::StoreError> {
-                $crate::queries::remove_author(self, id).await
-            }
-        }
-    };
-}
-
-pub(crate) use sql_store;

@@ -4,22 +4,24 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use books_core::{
-    BookInput, BookRecord, Guarded, KeyedCreate, Precondition, StoreError, VersionReading,
+use books_core::store::{
+    BookInput, BookRecord, Conditional, ConditionalWrites, KeyedCreate, Precondition, StoreError,
 };
 use chrono::{DateTime, Utc};
-use sqlx::SqlStr;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     Sqlite, SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
     SqliteSynchronous,
 };
 
-use crate::batch::{Created, Creates, NewBook, Write};
-use crate::check::{Check, CheckSql};
+use crate::batch::{CreateWriter, Created, Creates, NewBook};
+use crate::check::{CheckSql, Checked, VersionCheck};
 use crate::error::OrStoreError;
-use crate::queries::{self, Arg, Read, Run, bind, book_args, insert_in};
-use crate::rows::{LIST_SQLITE, NO_POSITION, Statements, StoreRow, check_sql};
+use crate::queries::{self, Arg, Read, StatementRunner, book_args};
+use crate::rows::StoreRow;
+use crate::statement::{Dialect, Statement};
+use crate::statements::{Statements, check_sql};
+use crate::transactions::{insert_all, insert_in};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
 /// How long a connection waits on another process's write lock before giving up (503).
@@ -40,7 +42,7 @@ pub struct SqliteStore {
     sql: Arc<Statements>,
     /// The version check, on a connection of its own when this store built its pools for
     /// a file (in memory, another connection would see a database of its own).
-    check: Arc<Check<Sqlite>>,
+    check: Arc<VersionCheck<Sqlite>>,
     /// Creates waiting to be written together.
     creates: Arc<Creates>,
 }
@@ -87,7 +89,7 @@ impl SqliteStore {
         let writer = pool(1).connect_with(options.clone()).await?;
         let readers = pool(4).connect_with(options).await?;
         Ok(Self {
-            check: Arc::new(Check::new(check(), ["?1", "?2"], false, true)),
+            check: Arc::new(VersionCheck::new(check(), ["?1", "?2"], false, true)),
             ..Self::from_pools(writer, readers)
         })
     }
@@ -106,8 +108,8 @@ impl SqliteStore {
         Self {
             readers,
             writer,
-            sql: Arc::new(Statements::new(LIST_SQLITE, "")),
-            check: Arc::new(Check::new(check(), ["?1", "?2"], false, false)),
+            sql: Arc::new(Statements::new(Dialect::Sqlite, "")),
+            check: Arc::new(VersionCheck::new(check(), ["?1", "?2"], false, false)),
             creates: Arc::default(),
         }
     }
@@ -126,25 +128,21 @@ impl SqliteStore {
     /// The embedded migrations, recording into [`MIGRATIONS_TABLE`](crate::MIGRATIONS_TABLE):
     /// run them with your own tooling, or read each one's SQL.
     pub fn migrator() -> Migrator {
-        migrate::ours(migrate::SQLITE)
+        migrate::migrator_of(migrate::SQLITE)
     }
 
     /// Applies the embedded migrations (call once at start; safe to repeat, and beside a
     /// host's own sqlx migrations in the same file).
     pub async fn migrate(&self) -> Result<(), Error> {
-        let migrator = Self::migrator();
-        let mut conn = self.writer.acquire().await?;
-        migrate::sqlite::adopt_legacy(&mut conn, &migrator).await?;
-        drop(conn);
-        migrator.run(&self.writer).await?;
+        Self::migrator().run(&self.writer).await?;
         Ok(())
     }
 
     /// Inserts an author with this id, or renames it if it exists.
     pub async fn upsert_author(&self, id: i64, name: Option<&str>) -> Result<(), StoreError> {
-        sqlx::query(self.sql.upsert_author.clone())
-            .bind(id)
-            .bind(name)
+        self.sql
+            .upsert_author
+            .query(&[Arg::Int(id), Arg::Name(name)])
             .execute(&self.writer)
             .await
             .or_store_error()?;
@@ -160,11 +158,11 @@ impl SqliteStore {
 
 /// The version check's statement.
 fn check() -> CheckSql {
-    Box::new(|above, last| check_sql("", NO_POSITION, above, last))
+    Box::new(|above, last| check_sql("", above, last))
 }
 
 /// Reads through the readers, writes through the writer.
-impl Run for SqliteStore {
+impl StatementRunner for SqliteStore {
     type Row = SqliteRow;
 
     fn sql(&self) -> &Statements {
@@ -174,23 +172,27 @@ impl Run for SqliteStore {
     async fn read(
         &self,
         _: Read,
-        sql: &SqlStr,
+        statement: &Statement,
         args: &[Arg<'_>],
     ) -> Result<Vec<SqliteRow>, StoreError> {
-        bind(sqlx::query(sql.clone()), args)
+        statement
+            .query(args)
             .fetch_all(&self.readers)
             .await
             .or_store_error()
     }
 
-    async fn write(&self, sql: &SqlStr, args: &[Arg<'_>]) -> Result<Vec<SqliteRow>, sqlx::Error> {
-        bind(sqlx::query(sql.clone()), args)
-            .fetch_all(&self.writer)
-            .await
+    async fn write(
+        &self,
+        statement: &Statement,
+        _then: Option<&Statement>,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<SqliteRow>, sqlx::Error> {
+        statement.query(args).fetch_all(&self.writer).await
     }
 }
 
-impl Write for SqliteStore {
+impl CreateWriter for SqliteStore {
     async fn create_one(&self, new: &NewBook) -> Created {
         if new.key.is_none() {
             return queries::create(self, new).await;
@@ -206,29 +208,10 @@ impl Write for SqliteStore {
         created
     }
 
-    /// One transaction of one-row inserts: a failed statement (a missing author) is
-    /// undone alone and the transaction goes on; a keyed create whose key turns out
-    /// taken is undone alone too (a savepoint around it).
+    /// One transaction of one-row inserts ([`insert_all`]).
     async fn create_all(&self, books: &[NewBook]) -> Result<Option<Vec<Created>>, sqlx::Error> {
         let mut tx = self.writer.begin().await?;
-        let mut created = Vec::with_capacity(books.len());
-        for new in books {
-            let keyed = new.key.is_some();
-            if keyed {
-                sqlx::raw_sql("SAVEPOINT keyed").execute(&mut *tx).await?;
-            }
-            let outcome = insert_in::<Sqlite>(&mut tx, &self.sql, true, new).await?;
-            if keyed {
-                let undo = !matches!(outcome, Ok(KeyedCreate::Created(_)));
-                let end = if undo {
-                    "ROLLBACK TO keyed; RELEASE keyed"
-                } else {
-                    "RELEASE keyed"
-                };
-                sqlx::raw_sql(end).execute(&mut *tx).await?;
-            }
-            created.push(outcome);
-        }
+        let created = insert_all::<Sqlite>(&mut tx, &self.sql, books).await?;
         tx.commit().await?;
         Ok(Some(created))
     }
@@ -247,71 +230,85 @@ impl SqliteStore {
             .begin_with("BEGIN IMMEDIATE")
             .await
             .or_store_error()?;
-        let row = bind(sqlx::query(self.sql.get.clone()), &[Arg::Int(id)])
+        let row = self
+            .sql
+            .get
+            .query(&[Arg::Int(id)])
             .fetch_optional(&mut *tx)
             .await
             .or_store_error()?;
         let book = row
-            .map(|row| row.versioned().map(|row| row.book.into()))
+            .map(|row| row.versioned().map(|row| row.book.map(Into::into)))
             .transpose()
             .or_store_error()?;
-        Ok((tx, book))
+        Ok((tx, book.flatten()))
     }
 }
 
-queries::sql_store!(SqliteStore {
-    async fn version(&self) -> Result<Option<u64>, StoreError> {
-        let checked = self.check.run(&self.readers, None).await?;
-        Ok(Some(checked.version as u64))
+impl SqliteStore {
+    /// The version check's reading (see [`VersionCheck::tallied`]).
+    async fn tallied(&self, above: Option<i64>) -> Result<Checked, StoreError> {
+        self.check.tallied(&self.readers, above).await
     }
 
-    async fn check_version(&self, above: i64) -> Result<Option<VersionReading>, StoreError> {
-        Ok(Some(self.check.run(&self.readers, Some(above)).await?.reading()))
+    /// Nothing pushes SQLite's version: the cache asks.
+    fn pushed_version(&self) -> Option<u64> {
+        None
     }
+}
 
-    /// Checked and written under the database's write lock.
+crate::tiers::sql_store!(SqliteStore);
+
+/// Checked and written under the database's write lock (`BEGIN IMMEDIATE`).
+#[async_trait::async_trait]
+impl ConditionalWrites for SqliteStore {
     async fn update_if(
         &self,
         id: i64,
         book: &BookInput,
         now: DateTime<Utc>,
         precondition: Precondition<'_>,
-    ) -> Result<Guarded<Option<BookRecord>>, StoreError> {
+    ) -> Result<Conditional<Option<BookRecord>>, StoreError> {
         let (mut tx, current) = self.locked(id).await?;
         match current {
-            None => return Ok(Guarded::Done(None)),
-            Some(current) if !precondition(&current) => return Ok(Guarded::Refused(current)),
+            None => return Ok(Conditional::Done(None)),
+            Some(current) if !precondition(&current) => return Ok(Conditional::Refused(current)),
             Some(_) => {}
         }
         let [title, author, year, now] = book_args(book, now);
         let args = [title, author, year, now, Arg::Int(id)];
-        let row = bind(sqlx::query(self.sql.update.clone()), &args)
+        let row = self
+            .sql
+            .update
+            .query(&args)
             .fetch_optional(&mut *tx)
             .await
             .or_write_error(book.author_id)?;
         let updated = row.map(|row| row.book().map(Into::into)).transpose();
         let updated = updated.or_store_error()?;
         tx.commit().await.or_store_error()?;
-        Ok(Guarded::Done(updated))
+        Ok(Conditional::Done(updated))
     }
 
-    /// Checked and deleted under the database's write lock.
     async fn delete_if(
         &self,
         id: i64,
         precondition: Precondition<'_>,
-    ) -> Result<Guarded<bool>, StoreError> {
+    ) -> Result<Conditional<bool>, StoreError> {
         let (mut tx, current) = self.locked(id).await?;
         match current {
-            None => return Ok(Guarded::Done(false)),
-            Some(current) if !precondition(&current) => return Ok(Guarded::Refused(current)),
+            None => return Ok(Conditional::Done(false)),
+            Some(current) if !precondition(&current) => return Ok(Conditional::Refused(current)),
             Some(_) => {}
         }
-        let deleted = bind(sqlx::query(self.sql.delete.clone()), &[Arg::Int(id)])
+        let deleted = self
+            .sql
+            .delete
+            .query(&[Arg::Int(id)])
             .fetch_optional(&mut *tx)
             .await
             .or_store_error()?;
         tx.commit().await.or_store_error()?;
-        Ok(Guarded::Done(deleted.is_some()))
+        Ok(Conditional::Done(deleted.is_some()))
     }
-});
+}

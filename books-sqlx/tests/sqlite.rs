@@ -4,8 +4,10 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use books_core::Config;
+use books_core::store::{AuthorStore, BookInput, BookStore, ListQuery, Versions};
 use books_core::testing::InProcess;
-use books_core::{AuthorStore, BookInput, BookStore, Config};
+use books_core::testing::store_cases::OutsideWrite;
 use books_sqlx::sqlx::sqlite::SqlitePool;
 use books_sqlx::sqlx::{self, AssertSqlSafe, Connection};
 use books_sqlx::{MIGRATIONS_TABLE, SqliteStore};
@@ -36,6 +38,21 @@ async fn fresh() -> SqliteStore {
     store
 }
 
+/// A write from outside the store: the host's own SQL on a connection of its own.
+async fn host_writes(store: SqliteStore, write: OutsideWrite) {
+    let (sql, values) = common::outside_sql(write);
+    let mut query = sqlx::query(AssertSqlSafe(sql.replace("{s}", "")));
+    for value in values {
+        query = match value {
+            common::Value::Int(n) => query.bind(n),
+            common::Value::Text(text) => query.bind(text),
+        };
+    }
+    let path = store.writer().connect_options().get_filename().to_owned();
+    let mut host = sqlx::SqliteConnection::connect(&url(&path)).await.unwrap();
+    query.execute(&mut host).await.unwrap();
+}
+
 mod common;
 use common::{
     api_works, cache_is_exact_across_writers, host_migrator, kept_pages_stay_exact_across_writers,
@@ -43,7 +60,11 @@ use common::{
 
 mod conformance {
     use super::*;
-    books_core::store_conformance_suite!(fresh);
+    books_core::store_conformance_suite! {
+        setup: fresh,
+        tiers: [versions, version_tally, conditional_writes, idempotent_creates, list_queries],
+        outside_writes: host_writes,
+    }
 }
 
 mod http_contract {
@@ -68,7 +89,8 @@ async fn in_memory_url_is_one_shared_database() {
     store.create(&book, Utc::now()).await.unwrap();
     let after = store.version().await.unwrap();
     assert_ne!(after, before, "the version check reads the same database");
-    let (a, b) = tokio::join!(store.list(0, 20), store.get(1));
+    let first_page = ListQuery::new(0, 20);
+    let (a, b) = tokio::join!(store.list(&first_page), store.get(1));
     assert_eq!(a.unwrap().total, 1);
     assert!(b.unwrap().is_some());
 }
@@ -107,7 +129,7 @@ async fn two_stores_on_one_file_never_report_locked() {
     for task in tasks {
         task.await.unwrap();
     }
-    assert_eq!(first.list(0, 1).await.unwrap().total, 200);
+    assert_eq!(first.list(&ListQuery::new(0, 1)).await.unwrap().total, 200);
 }
 
 #[tokio::test]
@@ -202,32 +224,6 @@ fn ours() -> Vec<i64> {
     SqliteStore::migrator().iter().map(|m| m.version).collect()
 }
 
-/// Before 0.2 our versions went into sqlx's default table, where a host's migrator
-/// then failed with `VersionMissing` (and ours on the host's). The next `migrate` moves
-/// them into our own table.
-#[tokio::test]
-async fn versions_recorded_in_sqlx_default_table_are_adopted() {
-    let pool = SqlitePool::connect_with(SqliteStore::options(&url(&fresh_path())).unwrap())
-        .await
-        .unwrap();
-    let mut old_layout = SqliteStore::migrator();
-    old_layout.dangerous_set_table_name("_sqlx_migrations");
-    old_layout.run(&pool).await.unwrap();
-    let mut host = host_migrator();
-    host.set_ignore_missing(true).run(&pool).await.unwrap();
-
-    let store = SqliteStore::from_pool(pool.clone());
-    store.migrate().await.expect("adopts our versions");
-    store.migrate().await.expect("and re-runs as a no-op");
-    host_migrator()
-        .run(&pool)
-        .await
-        .expect("the host's migrator no longer finds our versions");
-    assert_eq!(versions(&pool, "_sqlx_migrations").await, [20250101000000]);
-    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, ours());
-    api_works(store).await;
-}
-
 /// Two stores on one file, as two API processes would have, and the host's own pool.
 async fn two_stores_and_a_host() -> (SqliteStore, SqliteStore, SqlitePool) {
     let path = fresh_path();
@@ -257,15 +253,6 @@ async fn a_rejected_create_fails_alone() {
     .await
     .unwrap();
     common::a_rejected_create_fails_alone(ours).await;
-}
-
-#[tokio::test]
-async fn version_sees_every_writer() {
-    let (ours, theirs, host) = two_stores_and_a_host().await;
-    common::version_sees_every_writer(ours, theirs, async |sql, author| {
-        host_sql(&host, sql, author).await
-    })
-    .await;
 }
 
 #[tokio::test]

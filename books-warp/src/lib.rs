@@ -16,6 +16,13 @@
 //! # let _ = app;
 //! ```
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+/// The crate's README (what crates.io shows), its examples compiled as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 use books_core::BooksApi;
 use bytes::{Buf, Bytes};
 use futures_util::{Stream, TryStreamExt};

@@ -2,8 +2,9 @@
 //! own routes, plus what only a binding can get wrong.
 
 use async_trait::async_trait;
+use books_core::store::AuthorStore;
 use books_core::testing::Harness;
-use books_core::{AuthorStore, BooksApi, Config};
+use books_core::{BooksApi, Config};
 use books_memstore::MemStore;
 use bytes::Bytes;
 use http::{Request, Response};

@@ -4,7 +4,8 @@
 use std::sync::OnceLock;
 
 use books_core::testing::XmlNode;
-use books_core::{AuthorStore, BooksApi, Config};
+use books_core::store::AuthorStore;
+use books_core::{BooksApi, Config};
 use books_memstore::MemStore;
 use bytes::Bytes;
 use http::{Method, Request, Response};

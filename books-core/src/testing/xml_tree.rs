@@ -13,6 +13,8 @@ pub struct XmlNode {
     pub children: Vec<XmlNode>,
     /// The unescaped text directly inside the element.
     pub text: String,
+    /// The element's attributes, unescaped, in document order.
+    pub attributes: Vec<(String, String)>,
 }
 
 impl XmlNode {
@@ -34,9 +36,9 @@ impl XmlNode {
         let mut root = None;
         loop {
             match reader.read_event().expect("well-formed XML") {
-                Event::Start(start) => stack.push(Self::named(start.name().as_ref())),
+                Event::Start(start) => stack.push(Self::named(&start)),
                 Event::Empty(empty) => {
-                    let node = Self::named(empty.name().as_ref());
+                    let node = Self::named(&empty);
                     match stack.last_mut() {
                         Some(parent) => parent.children.push(node),
                         None => root = Some(node),
@@ -68,11 +70,38 @@ impl XmlNode {
         root.expect("a root element")
     }
 
-    fn named(name: &[u8]) -> XmlNode {
+    fn named(start: &quick_xml::events::BytesStart<'_>) -> XmlNode {
+        let attributes = start
+            .attributes()
+            .map(|attribute| {
+                let attribute = attribute.expect("a well-formed attribute");
+                let key = String::from_utf8(attribute.key.as_ref().to_vec()).expect("UTF-8");
+                let value = attribute.unescape_value().expect("an attribute unescapes");
+                (key, value.into_owned())
+            })
+            .collect();
         XmlNode {
-            name: String::from_utf8(name.to_vec()).expect("UTF-8 name"),
+            name: String::from_utf8(start.name().as_ref().to_vec()).expect("UTF-8 name"),
             children: Vec::new(),
             text: String::new(),
+            attributes,
+        }
+    }
+
+    /// The value of the attribute `name`, if the element has it.
+    pub fn attribute(&self, name: &str) -> Option<&str> {
+        self.attributes
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// The JSON member this element stands for: its name, or for a `<member name="…">`
+    /// (a member whose name is no XML name), that name.
+    pub fn member_name(&self) -> &str {
+        match (self.name.as_str(), self.attribute("name")) {
+            ("member", Some(name)) => name,
+            _ => &self.name,
         }
     }
 
@@ -86,7 +115,7 @@ impl XmlNode {
     pub fn assert_mirrors(&self, json: &Value, item: &str) {
         match json {
             Value::Object(members) => {
-                let names: Vec<_> = self.children.iter().map(|c| c.name.as_str()).collect();
+                let names: Vec<_> = self.children.iter().map(XmlNode::member_name).collect();
                 let keys: Vec<_> = members.keys().map(String::as_str).collect();
                 assert_eq!(names, keys, "children of <{}>", self.name);
                 for (child, value) in self.children.iter().zip(members.values()) {

@@ -1,41 +1,32 @@
 //! The PostgreSQL store: a primary pool with lazy connections and a statement timeout,
 //! optionally a schema of its own, a transaction-mode pooler in front ([`session`]) and
-//! streaming replicas behind ([`replicas`]).
+//! streaming replicas behind ([`replicas`]); its writes are in [`writes`].
 
+pub mod push;
 mod replicas;
 mod session;
+mod writes;
 
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
-use books_core::{
-    BookInput, BookRecord, Guarded, KeyedCreate, Precondition, StoreError, VersionReading,
-};
-use chrono::{DateTime, Utc};
+use books_core::store::{SharedCheck, StoreError};
 use metrics::counter;
+use sqlx::AssertSqlSafe;
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow, Postgres};
-use sqlx::{AssertSqlSafe, SqlStr};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow, Postgres};
 
-pub use replicas::{DEFAULT_WAIT as DEFAULT_REPLICA_WAIT, DOWN_FOR, PROBE_INTERVAL, ReplicaState};
-
-use self::replicas::Replicas;
-use self::session::{Session, inline, session_settings};
-use crate::batch::{self, Created, Creates, NewBook, Write};
-use crate::check::{Check, CheckSql};
+use self::push::{Notify, Push};
+use self::session::{Session, session_settings};
+use crate::batch::Creates;
+use crate::check::{CheckSql, Checked, VersionCheck};
 use crate::error::OrStoreError;
-use crate::push::{self, Push};
-use crate::queries::{self, Arg, Read, Run, bind, book_args, insert_in, key_args};
-use crate::rows::{LIST_POSTGRES, NO_POSITION, Statements, StoreRow, check_sql};
+use crate::queries::{Arg, Read, StatementRunner};
+use crate::replicas::Replicas;
+use crate::statement::{Dialect, Statement};
+use crate::statements::{Statements, check_sql};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
-
-/// The longest a single statement may run before PostgreSQL cancels it (503).
-pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The primary's WAL position, for replicas to reach.
-const POSITION: &str = "pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint";
 
 /// A PostgreSQL store. Cloning is cheap (the pools are shared).
 ///
@@ -57,8 +48,11 @@ pub struct PostgresStore {
     pooled: Arc<AtomicBool>,
     /// Whether this store built its pool (its check then has a connection of its own).
     own: bool,
-    check: Arc<Check<Postgres>>,
-    replicas: Option<Arc<Replicas>>,
+    check: Arc<VersionCheck<Postgres>>,
+    replicas: Option<Arc<Replicas<Postgres>>>,
+    /// The primary's WAL position for reads from replicas, read once for every read that
+    /// asked before it was sent.
+    positions: Arc<SharedCheck<i64>>,
     /// A direct connection's options for the push listener, when the pool's are a pooler's.
     notify: Option<Notify>,
     /// The push listener, when [`listening`](Self::listening).
@@ -67,19 +61,9 @@ pub struct PostgresStore {
     creates: Arc<Creates>,
 }
 
-/// Connection options, without printing the password.
-#[derive(Clone)]
-struct Notify(PgConnectOptions);
-
-impl std::fmt::Debug for Notify {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Notify({}:{})", self.0.get_host(), self.0.get_port())
-    }
-}
-
 impl PostgresStore {
     /// The options for `url` (`postgres://user@host/db`). A pool the store builds from
-    /// them gives each connection it opens a statement timeout of [`STATEMENT_TIMEOUT`]
+    /// them gives each connection it opens a statement timeout of [`STATEMENT_TIMEOUT`](crate::STATEMENT_TIMEOUT)
     /// (once per connection, or per transaction behind a
     /// [pooler](Self::transaction_pooler)); times are read and written as UTC.
     pub fn options(url: &str) -> Result<PgConnectOptions, Error> {
@@ -117,17 +101,18 @@ impl PostgresStore {
         Self {
             pool,
             schema: None,
-            sql: Arc::new(Statements::new(LIST_POSTGRES, "")),
+            sql: Arc::new(Statements::new(Dialect::Postgres, "")),
             session: Session::default(),
             pooled: Arc::default(),
             own: false,
-            check: Arc::new(Check::new(
+            check: Arc::new(VersionCheck::new(
                 Box::new(|_, _| String::new()),
                 ["", ""],
                 false,
                 false,
             )),
             replicas: None,
+            positions: Arc::default(),
             notify: None,
             push: None,
             creates: Arc::default(),
@@ -152,17 +137,12 @@ impl PostgresStore {
         .rebuilt()
     }
 
-    /// The statements and the check for the store's schema, mode and replicas.
+    /// The statements and the check for the store's schema and mode.
     fn rebuilt(self) -> Self {
         let schema = self.sql_schema();
-        let position = if self.replicas.is_some() {
-            POSITION
-        } else {
-            NO_POSITION
-        };
         let pooler = self.session.pooler;
         let check: CheckSql = Box::new(move |above, last| {
-            let check = check_sql(&schema, position, above, last);
+            let check = check_sql(&schema, above, last);
             if pooler {
                 format!("{}; {check}", session::local_settings())
             } else {
@@ -170,8 +150,8 @@ impl PostgresStore {
             }
         });
         Self {
-            sql: Arc::new(Statements::new(LIST_POSTGRES, &self.sql_schema())),
-            check: Arc::new(Check::new(check, ["$1", "$2"], pooler, self.own)),
+            sql: Arc::new(Statements::new(Dialect::Postgres, &self.sql_schema())),
+            check: Arc::new(VersionCheck::new(check, ["$1", "$2"], pooler, self.own)),
             ..self
         }
     }
@@ -220,117 +200,6 @@ impl PostgresStore {
         .rebuilt()
     }
 
-    /// This store reading from `replicas`, streaming replicas of the primary: pages and
-    /// books are read there once a replica has replayed the primary's WAL position as
-    /// the read began (so no read is older than a write acknowledged before it, by any
-    /// process), else after a short wait ([`replica_wait`](Self::replica_wait)) from the
-    /// primary. Writes, version checks, migrations and `LISTEN` stay on the primary. A
-    /// replica that is down or lagging costs latency, never an error; it is asked again
-    /// after [`DOWN_FOR`]. See [`replica_pool`](Self::replica_pool) for pools of the
-    /// store's own making.
-    pub fn with_replicas(self, replicas: Vec<PgPool>) -> Self {
-        let replicas =
-            (!replicas.is_empty()).then(|| Arc::new(Replicas::new(replicas, DEFAULT_REPLICA_WAIT)));
-        Self { replicas, ..self }.rebuilt()
-    }
-
-    /// How long a read waits for a replica to catch up before the primary answers it
-    /// (default [`DEFAULT_REPLICA_WAIT`]).
-    pub fn replica_wait(self, wait: Duration) -> Self {
-        let replicas = self
-            .replicas
-            .as_ref()
-            .map(|replicas| Arc::new(replicas.with_wait(wait)));
-        Self { replicas, ..self }
-    }
-
-    /// A lazily connected pool for a replica at `url`, as the store would build one: no
-    /// ping before use and a one-second wait for a connection (a replica that cannot be
-    /// reached is left out quickly).
-    pub fn replica_pool(url: &str) -> Result<PgPool, Error> {
-        Ok(PgPoolOptions::new()
-            .max_connections(10)
-            .acquire_timeout(Duration::from_secs(1))
-            .test_before_acquire(false)
-            .connect_lazy_with(Self::options(url)?))
-    }
-
-    /// This store's push listener connects with `options` (a direct connection to the
-    /// primary) instead of the pool's: behind a transaction pooler, `LISTEN` needs one.
-    pub fn notify_with(self, options: PgConnectOptions) -> Self {
-        Self {
-            notify: Some(Notify(options)),
-            ..self
-        }
-    }
-
-    /// This store with a push listener (a tokio task on one connection of its own, opened
-    /// with the pool's options or [`notify_with`](Self::notify_with)'s; call inside a
-    /// tokio runtime). While push mode is on for the database
-    /// ([`set_push`](Self::set_push)) and the listener is connected, the API's cache takes
-    /// the version the listener last read ([`BookStore::known_version`](books_core::BookStore::known_version)) instead of
-    /// asking per request: cached reads cost no query, but may be as old as the
-    /// staleness bound in [`push`](crate::push) (typically one notification and one round
-    /// trip; at most [`HEARTBEAT`](push::HEARTBEAT) plus
-    /// [`PROBE_TIMEOUT`](push::PROBE_TIMEOUT) when a connection dies silently). Otherwise
-    /// the cache asks, exactly as without a listener. The listener stops when the last
-    /// clone of the store is dropped or the pool is closed. Behind a
-    /// [pooler](Self::transaction_pooler) without [`notify_with`](Self::notify_with)
-    /// there is no connection to listen on: the store logs why and stays exact.
-    ///
-    /// # Panics
-    ///
-    /// Outside a tokio runtime (it spawns the listener's task).
-    pub fn listening(self) -> Self {
-        let options = match (&self.notify, self.session.pooler) {
-            (Some(Notify(direct)), _) => direct.clone(),
-            (None, false) => (*self.pool.connect_options()).clone(),
-            (None, true) => {
-                tracing::error!(
-                    "push mode needs a direct connection for LISTEN, which a transaction \
-                     pooler cannot give (notify_with): this store asks the database instead"
-                );
-                return self;
-            }
-        };
-        let state = push::state_sql(&self.sql_schema());
-        Self {
-            push: Some(Arc::new(Push::start(&self.pool, options, state))),
-            ..self
-        }
-    }
-
-    /// Turns push mode on or off for the database — every process and every writer,
-    /// the host's own SQL included — by attaching or dropping the `books_notify`
-    /// triggers (needs the right to alter the tables), and tells listeners at once.
-    /// Every write then notifies: PostgreSQL commits notifying transactions one at a
-    /// time, so writes slow down (BENCHMARKS.md measures by how much); it suits
-    /// read-mostly deployments. Safe to repeat.
-    pub async fn set_push(&self, on: bool) -> Result<(), Error> {
-        let s = self.sql_schema();
-        let mut tx = self.session.begin(&self.pool).await?;
-        for table in ["books", "authors"] {
-            // Safe: `s` is empty or a checked identifier and a dot.
-            let ddl = if on {
-                format!(
-                    "CREATE OR REPLACE TRIGGER books_notify \
-                     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {s}{table} \
-                     FOR EACH STATEMENT EXECUTE FUNCTION {s}books_notify()"
-                )
-            } else {
-                format!("DROP TRIGGER IF EXISTS books_notify ON {s}{table}")
-            };
-            sqlx::raw_sql(AssertSqlSafe(ddl)).execute(&mut *tx).await?;
-        }
-        sqlx::query("SELECT pg_notify($1, 'push')")
-            .persistent(self.session.persistent())
-            .bind(push::CHANNEL)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
     /// The schema and a dot, or nothing: what goes before a table's name.
     fn sql_schema(&self) -> String {
         self.schema
@@ -348,7 +217,7 @@ impl PostgresStore {
     /// of the first schema on the `search_path`: run them with your own tooling (after
     /// `SET search_path TO <schema>` for a schema of their own), or read each one's SQL.
     pub fn migrator() -> Migrator {
-        migrate::ours(migrate::POSTGRES)
+        migrate::migrator_of(migrate::POSTGRES)
     }
 
     /// Applies the embedded migrations (call once at start; safe to repeat, to run from
@@ -374,23 +243,20 @@ impl PostgresStore {
             .acquire_timeout(ACQUIRE_TIMEOUT)
             .connect_with(options)
             .await?;
-        let mut conn = pool.acquire().await?;
-        migrate::postgres::adopt_legacy(&mut conn, &migrator).await?;
-        drop(conn);
         migrator.run(&pool).await?;
         pool.close().await;
         Ok(())
     }
 
     /// Inserts an author with this id, or renames it if it exists; later
-    /// [`add_author`](books_core::AuthorStore::add_author) ids continue after the largest id.
+    /// [`add_author`](books_core::store::AuthorStore::add_author) ids continue after the largest id.
     pub async fn upsert_author(&self, id: i64, name: Option<&str>) -> Result<(), StoreError> {
         let persistent = self.session.persistent();
         let mut tx = self.session.begin(&self.pool).await.or_store_error()?;
-        sqlx::query(self.sql.upsert_author.clone())
+        self.sql
+            .upsert_author
+            .query(&[Arg::Int(id), Arg::Name(name)])
             .persistent(persistent)
-            .bind(id)
-            .bind(name)
             .execute(&mut *tx)
             .await
             .or_store_error()?;
@@ -411,28 +277,15 @@ impl PostgresStore {
         &self.pool
     }
 
-    /// The replicas' pools, if any.
-    pub fn replica_pools(&self) -> Vec<PgPool> {
-        self.replicas
-            .as_ref()
-            .map(|replicas| replicas.pools())
-            .unwrap_or_default()
-    }
-
-    /// What the store knows of each replica: whether it is up, how far behind, how many
-    /// reads it answered (the same as the `books_store_replica_*` metrics).
-    pub fn replicas(&self) -> Vec<ReplicaState> {
-        self.replicas
-            .as_ref()
-            .map(|replicas| replicas.states())
-            .unwrap_or_default()
-    }
-
     /// A read of data from the primary.
-    async fn read_primary(&self, sql: &SqlStr, args: &[Arg<'_>]) -> Result<Vec<PgRow>, StoreError> {
+    async fn read_primary(
+        &self,
+        statement: &Statement,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<PgRow>, StoreError> {
         counter!("books_store_reads_total", "pool" => "primary").increment(1);
         self.session
-            .read(&self.pool, sql, args)
+            .read(&self.pool, statement, args)
             .await
             .or_store_error()
     }
@@ -440,7 +293,7 @@ impl PostgresStore {
 
 /// Direct or through a pooler ([`session`]), and for data reads, a replica that has
 /// caught up ([`replicas`]).
-impl Run for PostgresStore {
+impl StatementRunner for PostgresStore {
     type Row = PgRow;
 
     fn sql(&self) -> &Statements {
@@ -450,167 +303,44 @@ impl Run for PostgresStore {
     async fn read(
         &self,
         to: Read,
-        sql: &SqlStr,
+        statement: &Statement,
         args: &[Arg<'_>],
     ) -> Result<Vec<PgRow>, StoreError> {
         match (&self.replicas, to) {
             (Some(replicas), Read::Data) => {
-                let position = self.check.run(&self.pool, None).await?.position;
-                let position = position.ok_or_else(|| StoreError::other("no WAL position"))?;
-                let statement = inline(sql.as_str(), args).or_store_error()?;
-                match replicas.read(position, &statement).await {
+                let position = self
+                    .positions
+                    .read(|| {
+                        let (check, pool) = (self.check.clone(), self.pool.clone());
+                        async move { replicas::primary_position(&check, &pool).await }
+                    })
+                    .await
+                    .map_err(crate::error::shared)?;
+                let text = statement.inline(args).or_store_error()?;
+                match replicas.read(&position, &text).await {
                     Ok(rows) => {
                         counter!("books_store_reads_total", "pool" => "replica").increment(1);
                         Ok(rows)
                     }
-                    Err(_) => self.read_primary(sql, args).await,
+                    Err(_) => self.read_primary(statement, args).await,
                 }
             }
-            (None, Read::Data) => self.read_primary(sql, args).await,
+            (None, Read::Data) => self.read_primary(statement, args).await,
             (_, Read::Primary) => self
                 .session
-                .read(&self.pool, sql, args)
+                .read(&self.pool, statement, args)
                 .await
                 .or_store_error(),
         }
     }
 
-    async fn write(&self, sql: &SqlStr, args: &[Arg<'_>]) -> Result<Vec<PgRow>, sqlx::Error> {
-        self.session.write(&self.pool, sql, args).await
-    }
-}
-
-impl Write for PostgresStore {
-    async fn create_one(&self, new: &NewBook) -> Created {
-        if new.key.is_none() {
-            return queries::create(self, new).await;
-        }
-        let persistent = self.session.persistent();
-        let created = self.session.bounded(async {
-            let mut tx = self.session.begin(&self.pool).await?;
-            let created = insert_in::<Postgres>(&mut tx, &self.sql, persistent, new).await?;
-            match created {
-                Ok(KeyedCreate::Created(_)) => tx.commit().await?,
-                _ => tx.rollback().await?,
-            }
-            Ok(created)
-        });
-        created.await.or_store_error()?
-    }
-
-    /// One statement in a transaction, committed once every row is attributed to its
-    /// book ([`batch::attribute`]) and every key's record is kept (a key found taken
-    /// sends the batch back, to be written one create at a time).
-    async fn create_all(&self, books: &[NewBook]) -> Result<Option<Vec<Created>>, sqlx::Error> {
-        let (mut titles, mut authors, mut years, mut times) = (vec![], vec![], vec![], vec![]);
-        for new in books {
-            titles.push(new.book.title.as_str());
-            authors.push(new.book.author_id);
-            years.push(new.book.year);
-            times.push(new.now);
-        }
-        let persistent = self.session.persistent();
-        self.session
-            .bounded(async {
-                let mut tx = self.session.begin(&self.pool).await?;
-                let rows = sqlx::query(self.sql.create_many.clone())
-                    .persistent(persistent)
-                    .bind(titles)
-                    .bind(authors)
-                    .bind(years)
-                    .bind(times)
-                    .fetch_all(&mut *tx)
-                    .await?;
-                let written = rows
-                    .iter()
-                    .map(|row| row.book().map(Into::into))
-                    .collect::<Result<_, _>>()?;
-                let Some(created) = batch::attribute(books, written) else {
-                    tx.rollback().await?;
-                    return Ok(None);
-                };
-                for (new, created) in books.iter().zip(&created) {
-                    let (Some(key), Ok(KeyedCreate::Created(book))) = (&new.key, created) else {
-                        continue;
-                    };
-                    let answer = (key.answer)(book);
-                    let kept = bind(
-                        sqlx::query(self.sql.keep_key.clone()),
-                        &key_args(key, &answer, new.now),
-                    )
-                    .persistent(persistent)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    if kept.is_none() {
-                        tx.rollback().await?;
-                        return Ok(None);
-                    }
-                }
-                tx.commit().await?;
-                Ok(Some(created))
-            })
-            .await
-    }
-}
-
-impl PostgresStore {
-    /// The book `id` with its row locked for a conditional write, and its author's row
-    /// locked against renames (the name shows in the book's answers), in `tx`.
-    async fn locked(
+    async fn write(
         &self,
-        tx: &mut PgConnection,
-        id: i64,
-    ) -> Result<Option<BookRecord>, sqlx::Error> {
-        let persistent = self.session.persistent();
-        let row = sqlx::query(self.sql.lock_book.clone())
-            .persistent(persistent)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(row) = row else {
-            return Ok(None);
-        };
-        let mut book: BookRecord = row.book()?.into();
-        if let Some(author) = book.author_id {
-            let name: Option<Option<String>> = sqlx::query_scalar(self.sql.lock_author.clone())
-                .persistent(persistent)
-                .bind(author)
-                .fetch_optional(&mut *tx)
-                .await?;
-            book.author_name = name.flatten();
-        }
-        Ok(Some(book))
-    }
-
-    /// `write` (`$1`: the book's id) on the book `id` if `precondition` holds for it, in
-    /// one transaction that holds its row (and its author's) from the check to the
-    /// commit: the written book's rows, or why not.
-    async fn guarded(
-        &self,
-        id: i64,
-        precondition: Precondition<'_>,
-        write: &SqlStr,
+        statement: &Statement,
+        _then: Option<&Statement>,
         args: &[Arg<'_>],
-    ) -> Result<Guarded<Option<Vec<PgRow>>>, sqlx::Error> {
-        let persistent = self.session.persistent();
-        self.session
-            .bounded(async {
-                let mut tx = self.session.begin(&self.pool).await?;
-                match self.locked(&mut tx, id).await? {
-                    None => return Ok(Guarded::Done(None)),
-                    Some(current) if !precondition(&current) => {
-                        return Ok(Guarded::Refused(current));
-                    }
-                    Some(_) => {}
-                }
-                let rows = bind(sqlx::query(write.clone()), args)
-                    .persistent(persistent)
-                    .fetch_all(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(Guarded::Done(Some(rows)))
-            })
-            .await
+    ) -> Result<Vec<PgRow>, sqlx::Error> {
+        self.session.write(&self.pool, statement, args).await
     }
 }
 
@@ -637,56 +367,11 @@ fn pool_options(pooled: &Arc<AtomicBool>) -> PgPoolOptions {
         })
 }
 
-queries::sql_store!(PostgresStore {
-    async fn version(&self) -> Result<Option<u64>, StoreError> {
-        Ok(Some(self.check.run(&self.pool, None).await?.version as u64))
+impl PostgresStore {
+    /// The version check's reading (see [`VersionCheck::tallied`]).
+    async fn tallied(&self, above: Option<i64>) -> Result<Checked, StoreError> {
+        self.check.tallied(&self.pool, above).await
     }
+}
 
-    async fn check_version(&self, above: i64) -> Result<Option<VersionReading>, StoreError> {
-        Ok(Some(self.check.run(&self.pool, Some(above)).await?.reading()))
-    }
-
-    /// While [`listening`](Self::listening) in push mode: the version the listener last read.
-    fn known_version(&self) -> Option<u64> {
-        self.push.as_ref().and_then(|push| push.known())
-    }
-
-    /// Checked and written with the book's row (and its author's) locked.
-    async fn update_if(
-        &self,
-        id: i64,
-        book: &BookInput,
-        now: DateTime<Utc>,
-        precondition: Precondition<'_>,
-    ) -> Result<Guarded<Option<BookRecord>>, StoreError> {
-        let [title, author, year, now] = book_args(book, now);
-        let args = [title, author, year, now, Arg::Int(id)];
-        let written = self
-            .guarded(id, precondition, &self.sql.update, &args)
-            .await;
-        Ok(match written.or_write_error(book.author_id)? {
-            Guarded::Done(Some(rows)) => {
-                let book = rows.first().map(|row| row.book().map(Into::into));
-                Guarded::Done(book.transpose().or_store_error()?)
-            }
-            Guarded::Done(None) => Guarded::Done(None),
-            Guarded::Refused(current) => Guarded::Refused(current),
-        })
-    }
-
-    /// Checked and deleted with the book's row (and its author's) locked.
-    async fn delete_if(
-        &self,
-        id: i64,
-        precondition: Precondition<'_>,
-    ) -> Result<Guarded<bool>, StoreError> {
-        let args = [Arg::Int(id)];
-        let written = self
-            .guarded(id, precondition, &self.sql.delete, &args)
-            .await;
-        Ok(match written.or_store_error()? {
-            Guarded::Done(rows) => Guarded::Done(rows.is_some_and(|rows| !rows.is_empty())),
-            Guarded::Refused(current) => Guarded::Refused(current),
-        })
-    }
-});
+crate::tiers::sql_store!(PostgresStore);

@@ -18,15 +18,15 @@
 //!
 //! BENCHMARKS.md ("Behind a transaction pooler") measures what that costs.
 
-use std::fmt::Write as _;
 use std::future::Future;
 use std::time::Duration;
 
 use sqlx::postgres::{PgPool, PgRow, Postgres};
-use sqlx::{AssertSqlSafe, SqlStr, Transaction};
+use sqlx::{AssertSqlSafe, Transaction};
 
 use crate::STATEMENT_TIMEOUT;
-use crate::queries::{Arg, bind};
+use crate::queries::Arg;
+use crate::statement::Statement;
 
 /// The session setting the store's own direct connections get once
 /// ([`PostgresStore::options`](crate::PostgresStore::options)).
@@ -65,17 +65,17 @@ impl Session {
     pub(crate) async fn read(
         self,
         pool: &PgPool,
-        sql: &SqlStr,
+        statement: &Statement,
         args: &[Arg<'_>],
     ) -> Result<Vec<PgRow>, sqlx::Error> {
         if !self.pooler {
-            return bind(sqlx::query(sql.clone()), args).fetch_all(pool).await;
+            return statement.query(args).fetch_all(pool).await;
         }
-        if !args.iter().all(|arg| matches!(arg, Arg::Int(_))) {
-            // Text cannot be written in: an unnamed statement in a transaction.
-            return self.write(pool, sql, args).await;
-        }
-        let text = format!("{}; {}", local_settings(), inline(sql.as_str(), args)?);
+        let Ok(inlined) = statement.inline(args) else {
+            // An argument that cannot be written in: an unnamed statement in a transaction.
+            return self.write(pool, statement, args).await;
+        };
+        let text = format!("{}; {inlined}", local_settings());
         bounded(sqlx::raw_sql(AssertSqlSafe(text)).fetch_all(pool)).await
     }
 
@@ -83,15 +83,17 @@ impl Session {
     pub(crate) async fn write(
         self,
         pool: &PgPool,
-        sql: &SqlStr,
+        statement: &Statement,
         args: &[Arg<'_>],
     ) -> Result<Vec<PgRow>, sqlx::Error> {
         if !self.pooler {
-            return bind(sqlx::query(sql.clone()), args).fetch_all(pool).await;
+            return statement.query(args).fetch_all(pool).await;
         }
         bounded(async {
             let mut tx = self.begin(pool).await?;
-            let rows = bind(sqlx::query(sql.clone()).persistent(false), args)
+            let rows = statement
+                .query(args)
+                .persistent(false)
                 .fetch_all(&mut *tx)
                 .await?;
             tx.commit().await?;
@@ -135,60 +137,4 @@ async fn bounded<T>(work: impl Future<Output = Result<T, sqlx::Error>>) -> Resul
                 "no answer through the connection pooler in time",
             )))
         })
-}
-
-/// `sql` with each `$N` replaced by the `N`th argument, written as a decimal literal.
-/// Only integers are written in (nothing a client sends reaches the text but as digits
-/// and a sign); any other argument is an error.
-pub(crate) fn inline(sql: &str, args: &[Arg<'_>]) -> Result<String, sqlx::Error> {
-    let mut text = String::with_capacity(sql.len() + 16 * args.len());
-    let mut rest = sql;
-    while let Some(at) = rest.find('$') {
-        text.push_str(&rest[..at]);
-        let digits = rest[at + 1..]
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len() - at - 1);
-        let number: usize = rest[at + 1..at + 1 + digits]
-            .parse()
-            .map_err(|_| sqlx::Error::Protocol(format!("a lone `$` in {sql:?}")))?;
-        match number.checked_sub(1).and_then(|index| args.get(index)) {
-            Some(Arg::Int(value)) => write!(text, "{value}").expect("writing to a String"),
-            _ => {
-                return Err(sqlx::Error::Protocol(format!(
-                    "argument ${number} of {sql:?} cannot be written in"
-                )));
-            }
-        }
-        rest = &rest[at + 1 + digits..];
-    }
-    text.push_str(rest);
-    Ok(text)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn integers_are_written_in_by_number() {
-        let args: Vec<Arg> = (1..=11).map(|n| Arg::Int(n * 100)).collect();
-        assert_eq!(
-            inline("LIMIT $1 OFFSET $2 WHERE x > $11 - $2", &args).unwrap(),
-            "LIMIT 100 OFFSET 200 WHERE x > 1100 - 200"
-        );
-        assert_eq!(
-            inline("id = $1", &[Arg::Int(-7)]).unwrap(),
-            "id = -7",
-            "a sign and digits only"
-        );
-        assert_eq!(inline("SELECT 1", &[]).unwrap(), "SELECT 1");
-    }
-
-    #[test]
-    fn nothing_but_integers_is_written_in() {
-        assert!(inline("title = $1", &[Arg::Text("'; DROP TABLE books; --")]).is_err());
-        assert!(inline("id = $2", &[Arg::Int(1)]).is_err(), "missing");
-        assert!(inline("id = $0", &[Arg::Int(1)]).is_err(), "no $0");
-        assert!(inline("cost $", &[]).is_err(), "a lone $");
-    }
 }

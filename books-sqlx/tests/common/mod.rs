@@ -1,6 +1,8 @@
-//! What the host-database tests of both stores share.
+//! What the host-database tests of the SQL stores share.
 
-use books_core::{AuthorStore, BookInput, BookStore, BooksApi, Config, StoreError};
+use books_core::store::{AuthorStore, BookInput, BookStore, ListQuery, StoreError};
+use books_core::testing::store_cases::OutsideWrite;
+use books_core::{BooksApi, Config};
 use books_sqlx::sqlx::SqlSafeStr;
 use books_sqlx::sqlx::migrate::{Migration, MigrationType, Migrator};
 
@@ -44,35 +46,43 @@ async fn call(api: &BooksApi, method: &str, path: &str, body: &str) -> (u16, ser
     (response.status().as_u16(), json)
 }
 
-/// The version is the database's: writes through another store on the same database
-/// (as another API process would make them) and a host's own SQL all change what this
-/// store reads. `host(sql, author)` runs a host's SQL (tables written `{s}books`, so
-/// each store can put its schema there) with the author id bound to `$1`.
-pub async fn version_sees_every_writer<S: BookStore + AuthorStore>(
-    ours: S,
-    theirs: S,
-    host: impl AsyncFn(&'static str, i64),
-) {
-    let version = || async { ours.version().await.unwrap().expect("a version") };
-    let before = version().await;
-    let author = theirs.add_author(Some("A")).await.unwrap();
-    let after_store = version().await;
-    assert!(after_store > before);
+/// A value a host's statement binds.
+pub enum Value {
+    Int(i64),
+    Text(String),
+}
 
-    host(
-        "UPDATE {s}authors SET name = 'Renamed' WHERE id = $1",
-        author,
-    )
-    .await;
-    let after_rename = version().await;
-    assert!(after_rename > after_store, "a host's UPDATE");
-    host(
-        "INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
-         VALUES ('Raw', $1, 2020, '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
-        author,
-    )
-    .await;
-    assert!(version().await > after_rename, "a host's INSERT");
+/// What a host's own SQL runs for a write from outside the store: the statement (tables
+/// written `{s}books`, so each store can put its schema there; `$N` placeholders, which
+/// SQLite and PostgreSQL take and the MariaDB tests make `?`) and its arguments.
+pub fn outside_sql(write: OutsideWrite) -> (&'static str, Vec<Value>) {
+    match write {
+        OutsideWrite::AddBook {
+            title,
+            author_id,
+            year,
+        } => (
+            "INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
+             VALUES ($1, $2, $3, '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
+            vec![
+                Value::Text(title),
+                Value::Int(author_id),
+                Value::Int(year.into()),
+            ],
+        ),
+        OutsideWrite::Retitle { id, title } => (
+            "UPDATE {s}books SET title = $1 WHERE id = $2",
+            vec![Value::Text(title), Value::Int(id)],
+        ),
+        OutsideWrite::DeleteBook { id } => {
+            ("DELETE FROM {s}books WHERE id = $1", vec![Value::Int(id)])
+        }
+        OutsideWrite::RenameAuthor { id, name } => (
+            "UPDATE {s}authors SET name = $1 WHERE id = $2",
+            vec![Value::Text(name), Value::Int(id)],
+        ),
+        other => panic!("no SQL for {other:?}"),
+    }
 }
 
 /// Two APIs over one database, as two processes would be, each caching rendered
@@ -230,13 +240,14 @@ pub async fn deep_pages_cross_groups<S: BookStore + AuthorStore>(
 ) {
     let author = store.add_author(Some("A")).await.unwrap();
     host(
-        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 70000) \
-         INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
-         SELECT 'Bulk', $1, 2020, '2026-01-01 00:00:00', '2026-01-01 00:00:00' FROM n",
+        "INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
+         SELECT 'Bulk', $1, 2020, '2026-01-01 00:00:00', '2026-01-01 00:00:00' FROM \
+         (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 70000) \
+          SELECT i FROM n) AS m",
         author,
     )
     .await;
-    let first = store.list(0, 1).await.unwrap().books[0].id;
+    let first = store.list(&ListQuery::new(0, 1)).await.unwrap().books[0].id;
     let mut ids: Vec<i64> = (first..first + 70_000).collect();
     for start in [32_700, 40_000, 65_500] {
         host(
@@ -271,7 +282,10 @@ pub async fn deep_pages_cross_groups<S: BookStore + AuthorStore>(
         last - 1,
         last,
     ] {
-        let page = store.list(offset as u64, 20).await.unwrap();
+        let page = store
+            .list(&ListQuery::new(offset as u64, 20))
+            .await
+            .unwrap();
         let got: Vec<i64> = page.books.iter().map(|b| b.id).collect();
         let want: Vec<i64> = ids.iter().skip(offset).take(20).copied().collect();
         assert_eq!(got, want, "offset {offset}");
@@ -311,5 +325,5 @@ pub async fn a_rejected_create_fails_alone<S: BookStore + AuthorStore>(store: S)
             _ => assert_eq!(created.unwrap().title, books[n].title),
         }
     }
-    assert_eq!(store.list(0, 50).await.unwrap().total, 18);
+    assert_eq!(store.list(&ListQuery::new(0, 50)).await.unwrap().total, 18);
 }

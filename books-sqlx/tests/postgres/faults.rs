@@ -17,11 +17,13 @@ async fn migrated_behind(port: u16) -> (PostgresStore, String) {
 
 /// A store pointed at a port where nothing listens answers 503; once a server answers
 /// there (a proxy to the real one), the same store works without a restart.
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_server_is_503_then_recovers() {
-    if !available().await {
-        return;
-    }
+    let _cleanup = cleanup();
     let port = free_port().await;
     let (store, real) = migrated_behind(port).await;
     let api = BooksApi::new(store, Config::default());
@@ -50,11 +52,13 @@ async fn unreachable_server_is_503_then_recovers() {
 /// silent, a check gives up within its bound (503, not a hang) and the next one, once
 /// the path is back, opens a fresh connection; cut off, checks fail until the database
 /// can be reached again.
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn version_check_connection_recovers() {
-    if !available().await {
-        return;
-    }
+    let _cleanup = cleanup();
     let port = free_port().await;
     let (store, real) = migrated_behind(port).await;
     let proxy = Proxy::start(port, real.clone()).await;
@@ -83,12 +87,14 @@ async fn version_check_connection_recovers() {
 /// terminated, as an operator closing it for maintenance does): reads and writes answer
 /// 503 with `Retry-After`, never 500, directly and through PgBouncer (whose login to the
 /// server fails), and work again once it accepts connections.
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_closing_its_doors_is_503() {
-    if !available().await {
-        return;
-    }
-    let database = fresh_schema();
+    let _cleanup = cleanup();
+    let database = fresh_database().await;
     let mut admin = PgConnection::connect(&url()).await.unwrap();
     sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {database}")))
         .execute(&mut admin)

@@ -2,65 +2,32 @@
 //! only PostgreSQL has: one module per topic.
 //!
 //! The server comes from `BOOKS_TEST_POSTGRES_URL` (for example
-//! `postgres://postgres@127.0.0.1:5432/test`). Without it the tests skip with a message,
-//! except under `CI=true`, where a skip is a failure. The pooler and replica tests start
-//! what they need themselves (`books-test-support`).
+//! `postgres://postgres@127.0.0.1:5432/test`). Without it every case shows as ignored
+//! (`build.rs`), except under `CI=true`, where it runs and fails. The pooler and replica
+//! tests start what they need themselves (`books-test-support`). Each test drops the
+//! schemas it made when it ends ([`cleanup`]).
 
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use books_core::BookStore;
+use books_core::store::{BookStore, StoreError, Versions};
 use books_core::testing::InProcess;
-use books_core::{BooksApi, Config, StoreError};
+use books_core::testing::store_cases::OutsideWrite;
+use books_core::{BooksApi, Config};
 use books_sqlx::sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use books_sqlx::sqlx::{self, AssertSqlSafe, Connection, PgConnection};
 use books_sqlx::{MIGRATIONS_TABLE, PostgresStore, push};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::OnceCell;
 
 const URL_VAR: &str = "BOOKS_TEST_POSTGRES_URL";
 
-/// Whether the PostgreSQL tests can run; panics under CI when they cannot.
-async fn available() -> bool {
-    static CHECKED: OnceCell<bool> = OnceCell::const_new();
-    *CHECKED
-        .get_or_init(|| async {
-            let in_ci = std::env::var("CI").is_ok_and(|v| v == "true");
-            let Ok(url) = std::env::var(URL_VAR) else {
-                assert!(
-                    !in_ci,
-                    "{URL_VAR} is not set: PostgreSQL tests cannot be skipped in CI"
-                );
-                loud(&format!("set {URL_VAR} (see README)"));
-                return false;
-            };
-            match PgConnection::connect(&url).await {
-                Ok(conn) => {
-                    claim_run(conn).await;
-                    true
-                }
-                Err(error) => {
-                    assert!(
-                        !in_ci,
-                        "PostgreSQL at {URL_VAR} is unreachable in CI: {error}"
-                    );
-                    loud(&error.to_string());
-                    false
-                }
-            }
-        })
-        .await
-}
-
-/// Writes past the test harness's output capture, so a skip is seen.
-fn loud(why: &str) {
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "\n*** SKIPPING PostgreSQL tests: {why} ***\n"
-    );
+/// The test server's URL (the cases run only when it is given, or under `CI=true`).
+fn url() -> String {
+    std::env::var(URL_VAR)
+        .unwrap_or_else(|_| panic!("{URL_VAR} is not set: CI=true runs the PostgreSQL tests"))
 }
 
 const SCHEMA_PREFIX: &str = "books_test_";
@@ -137,23 +104,89 @@ async fn claim_run(mut conn: PgConnection) {
 /// The first key of this suite's advisory locks (the second is the run).
 const LOCK_SPACE: i32 = 0x626f6f6b; // "book"
 
-fn url() -> String {
-    std::env::var(URL_VAR).expect("checked by available()")
+/// Claims this run once (and drops what runs that ended without cleaning up left).
+async fn claim() {
+    static CLAIMED: OnceCell<()> = OnceCell::const_new();
+    CLAIMED
+        .get_or_init(|| async {
+            let conn = PgConnection::connect(&url()).await.expect("PostgreSQL");
+            claim_run(conn).await;
+        })
+        .await;
 }
 
-/// A new schema name for one test of this run.
-fn fresh_schema() -> String {
+thread_local! {
+    /// The schemas and databases the test on this thread made, for [`cleanup`] to drop.
+    static MADE: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Registers the statement that drops what a test made, for its [`cleanup`].
+fn made(drop: String) {
+    MADE.with(|made| made.borrow_mut().push(drop));
+}
+
+/// A new schema name for one test of this run, dropped when the test's [`cleanup`] guard
+/// goes.
+async fn fresh_schema() -> String {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    format!(
+    claim().await;
+    let schema = format!(
         "{SCHEMA_PREFIX}{}_{}",
         run(),
         NEXT.fetch_add(1, Ordering::Relaxed)
-    )
+    );
+    made(format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+    schema
+}
+
+/// A new database name for one test of this run (for the test to create), dropped when
+/// the test's [`cleanup`] guard goes.
+async fn fresh_database() -> String {
+    let database = fresh_schema().await;
+    made(format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"));
+    database
+}
+
+/// Drops the schemas and databases the test on this thread made when it goes, whether
+/// the test passed or panicked: every PostgreSQL test holds one from its start.
+#[must_use]
+struct Cleanup;
+
+fn cleanup() -> Cleanup {
+    Cleanup
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let made = MADE.with(|made| std::mem::take(&mut *made.borrow_mut()));
+        if made.is_empty() {
+            return;
+        }
+        // Inside the test's runtime: the drops go on a thread and runtime of their own.
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime");
+            runtime.block_on(async {
+                let mut conn = PgConnection::connect(&url()).await?;
+                for drop in made.into_iter().rev() {
+                    sqlx::raw_sql(AssertSqlSafe(drop))
+                        .execute(&mut conn)
+                        .await?;
+                }
+                Ok::<_, sqlx::Error>(())
+            })
+        });
+        if let Ok(Err(error)) = dropped.join() {
+            eprintln!("could not drop a test's schemas: {error}");
+        }
+    }
 }
 
 /// Creates a new empty schema and returns options whose `search_path` is it.
 async fn fresh_options() -> PgConnectOptions {
-    let schema = fresh_schema();
+    let schema = fresh_schema().await;
     let mut conn = PgConnection::connect(&url()).await.expect("connect");
     sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
         .execute(&mut conn)
@@ -168,7 +201,7 @@ async fn fresh_options() -> PgConnectOptions {
 async fn fresh() -> PostgresStore {
     let store = PostgresStore::connect_lazy(&url())
         .expect("options")
-        .in_schema(&fresh_schema())
+        .in_schema(&fresh_schema().await)
         .expect("schema name");
     store.migrate().await.expect("migrate");
     store
@@ -178,9 +211,33 @@ async fn fresh() -> PostgresStore {
 mod common;
 use common::{api_works, cache_is_exact_across_writers, host_migrator};
 
+/// A write from outside the store: the host's own SQL, on a connection of its own, to
+/// the store's schema.
+async fn host_writes(store: PostgresStore, write: OutsideWrite) {
+    let (sql, values) = common::outside_sql(write);
+    let schema = format!("{}.", store.schema().expect("a schema"));
+    let mut query = sqlx::query(AssertSqlSafe(sql.replace("{s}", &schema)));
+    for value in values {
+        query = match value {
+            common::Value::Int(n) => query.bind(n),
+            common::Value::Text(text) => query.bind(text),
+        };
+    }
+    let mut host = PgConnection::connect(&url())
+        .await
+        .expect("the host's connection");
+    query.execute(&mut host).await.expect("the host's write");
+}
+
 mod conformance {
     use super::*;
-    books_core::store_conformance_suite!(fresh, skip_unless = available);
+    books_core::store_conformance_suite! {
+        #[cfg_attr(not(books_test_postgres), ignore = "BOOKS_TEST_POSTGRES_URL is not set")]
+        setup: fresh,
+        tiers: [versions, version_tally, conditional_writes, idempotent_creates, list_queries],
+        outside_writes: host_writes,
+        guard: cleanup,
+    }
 }
 
 mod http_contract {
@@ -188,7 +245,11 @@ mod http_contract {
     async fn in_process(config: Config) -> InProcess<PostgresStore> {
         InProcess::new(fresh().await, config)
     }
-    books_core::http_contract_suite!(in_process, skip_unless = available);
+    books_core::http_contract_suite! {
+        #[cfg_attr(not(books_test_postgres), ignore = "BOOKS_TEST_POSTGRES_URL is not set")]
+        make: in_process,
+        guard: cleanup,
+    }
 }
 
 async fn get(api: &BooksApi, path: &str) -> u16 {
@@ -222,6 +283,7 @@ mod exactness;
 mod faults;
 mod migrations;
 mod pooler;
+#[path = "../common/proxy.rs"]
 mod proxy;
 mod replicas;
 use proxy::{Proxy, free_port};

@@ -6,7 +6,7 @@
 
 use std::str::FromStr;
 
-use books_core::AuthorStore;
+use books_core::store::AuthorStore;
 use books_test_support::PgBouncer;
 
 use super::*;
@@ -27,18 +27,9 @@ fn pooled_url() -> String {
     format!(
         "postgres://{}@127.0.0.1:{}/{}",
         server.get_username(),
-        bouncer_port().expect("checked by pooler_available"),
+        books_test_support::started(bouncer_port(), "PgBouncer"),
         server.get_database().unwrap_or("postgres")
     )
-}
-
-async fn pooler_available() -> bool {
-    available().await
-        && books_test_support::required(
-            &bouncer_port(),
-            "the transaction-pooler tests",
-            "PgBouncer (apt-get install pgbouncer)",
-        )
 }
 
 /// A store through the pooler on `schema`, not migrated.
@@ -52,14 +43,20 @@ fn pooled_on(schema: &str) -> PostgresStore {
 
 /// A store of a fresh schema, migrated through the pooler.
 async fn pooled() -> PostgresStore {
-    let store = pooled_on(&fresh_schema());
+    let store = pooled_on(&fresh_schema().await);
     store.migrate().await.expect("migrate through the pooler");
     store
 }
 
 mod conformance {
     use super::*;
-    books_core::store_conformance_suite!(pooled, skip_unless = pooler_available);
+    books_core::store_conformance_suite! {
+        #[cfg_attr(not(all(books_test_postgres, books_test_pgbouncer)), ignore = "needs BOOKS_TEST_POSTGRES_URL and PgBouncer")]
+        setup: pooled,
+        tiers: [versions, version_tally, conditional_writes, idempotent_creates, list_queries],
+        outside_writes: host_writes,
+        guard: cleanup,
+    }
 }
 
 mod http_contract {
@@ -67,18 +64,24 @@ mod http_contract {
     async fn in_process(config: Config) -> InProcess<PostgresStore> {
         InProcess::new(pooled().await, config)
     }
-    books_core::http_contract_suite!(in_process, skip_unless = pooler_available);
+    books_core::http_contract_suite! {
+        #[cfg_attr(not(all(books_test_postgres, books_test_pgbouncer)), ignore = "needs BOOKS_TEST_POSTGRES_URL and PgBouncer")]
+        make: in_process,
+        guard: cleanup,
+    }
 }
 
 /// Many requests at once through a pooler with fewer server connections than clients
 /// (each store has ten): the pooler hands every transaction to whichever server
 /// connection is free, and nothing a store sent is left on it — no prepared statement,
 /// no session setting.
+#[cfg_attr(
+    not(all(books_test_postgres, books_test_pgbouncer)),
+    ignore = "needs BOOKS_TEST_POSTGRES_URL and PgBouncer"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_is_left_on_the_poolers_connections() {
-    if !pooler_available().await {
-        return;
-    }
+    let _cleanup = cleanup();
     let store = pooled().await;
     let other = pooled_on(store.schema().unwrap());
     let author = store.add_author(Some("A")).await.unwrap();
@@ -130,11 +133,13 @@ async fn nothing_is_left_on_the_poolers_connections() {
 
 /// Behind a pooler the statement time bound still holds (set per transaction): a read
 /// that waits on a host's lock gives up after it with a 503, and so does a write.
+#[cfg_attr(
+    not(all(books_test_postgres, books_test_pgbouncer)),
+    ignore = "needs BOOKS_TEST_POSTGRES_URL and PgBouncer"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statements_are_bounded_through_the_pooler() {
-    if !pooler_available().await {
-        return;
-    }
+    let _cleanup = cleanup();
     let store = pooled().await;
     let author = store.add_author(Some("A")).await.unwrap();
     let schema = store.schema().unwrap().to_owned();
@@ -147,9 +152,9 @@ async fn statements_are_bounded_through_the_pooler() {
     .await
     .unwrap();
     let started = Instant::now();
-    let read = store.list(0, 20).await;
+    let read = store.list(&books_core::store::ListQuery::new(0, 20)).await;
     assert!(matches!(read, Err(StoreError::Unavailable(_))), "{read:?}");
-    let book = books_core::BookInput {
+    let book = books_core::store::BookInput {
         title: "T".into(),
         author_id: author,
         year: 2020,
@@ -165,17 +170,26 @@ async fn statements_are_bounded_through_the_pooler() {
         "each bounded by the 5 s statement timeout: {waited:?}"
     );
     lock.rollback().await.unwrap();
-    assert_eq!(store.list(0, 20).await.unwrap().total, 0);
+    assert_eq!(
+        store
+            .list(&books_core::store::ListQuery::new(0, 20))
+            .await
+            .unwrap()
+            .total,
+        0
+    );
 }
 
 /// Several stores migrating one schema at once through the pooler: one applies the
 /// migrations, the others find them applied (a transaction-level lock serialises them).
+#[cfg_attr(
+    not(all(books_test_postgres, books_test_pgbouncer)),
+    ignore = "needs BOOKS_TEST_POSTGRES_URL and PgBouncer"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stores_migrate_at_once_through_the_pooler() {
-    if !pooler_available().await {
-        return;
-    }
-    let schema = fresh_schema();
+    let _cleanup = cleanup();
+    let schema = fresh_schema().await;
     let stores: Vec<_> = (0..4).map(|_| pooled_on(&schema)).collect();
     let migrations = stores.iter().map(|store| store.migrate());
     for migrated in futures_util::future::join_all(migrations).await {
@@ -204,11 +218,13 @@ async fn stores_migrate_at_once_through_the_pooler() {
 
 /// Push mode behind a pooler listens on a direct connection (`notify_with`); without
 /// one there is nothing to listen on and the store stays exact.
+#[cfg_attr(
+    not(all(books_test_postgres, books_test_pgbouncer)),
+    ignore = "needs BOOKS_TEST_POSTGRES_URL and PgBouncer"
+)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_mode_listens_on_a_direct_connection() {
-    if !pooler_available().await {
-        return;
-    }
+    let _cleanup = cleanup();
     let store = pooled().await;
     let schema = store.schema().unwrap().to_owned();
     let direct = PostgresStore::options(&url()).unwrap();

@@ -218,7 +218,15 @@ pub async fn compressed_answers_have_their_own_tags(make: &impl MakeHarness) {
     let tag = etag(&app.get(&book).await.expect(200));
     let unknown = format!("{}-deflate\"", tag.trim_end_matches('"'));
     let gzip = format!("{}-gzip\"", tag.trim_end_matches('"'));
-    for (if_match, status) in [(unknown.as_str(), 412), (gzip.as_str(), 200)] {
+    // (A store without conditional writes answers 501 to any If-Match.)
+    let served = |status| match app.harness.tiers().conditional_writes {
+        true => status,
+        false => 501,
+    };
+    for (if_match, status) in [
+        (unknown.as_str(), served(412)),
+        (gzip.as_str(), served(200)),
+    ] {
         let headers = [("content-type", FORM), ("if-match", if_match)];
         let reply = app
             .send("PUT", &book, &headers, valid(author, "Retitled"))
@@ -234,4 +242,58 @@ pub async fn compressed_answers_have_their_own_tags(make: &impl MakeHarness) {
         .expect(200);
     assert_eq!(reply.header("content-encoding"), None);
     assert_eq!(reply.header("vary"), Some("Accept"));
+}
+
+/// `Cache-Control` on every answer: books and pages `no-cache` (kept by a cache, but
+/// revalidated with their `ETag` before each use), or the configured `max-age`; ping,
+/// deletes, `OPTIONS` and every problem `no-store`.
+pub async fn cache_control_on_every_answer(make: &impl MakeHarness) {
+    let app = start(make, |c| c).await;
+    let author = app.author("A").await;
+    let id = app.book(author, "Kept").await;
+    let book = format!("/api/books/{id}");
+    let cache_control = |reply: &Reply| reply.header("cache-control").map(str::to_owned);
+    let revalidate = Some("no-cache".to_owned());
+    let tag = etag(&app.get(&book).await);
+    for path in [book.as_str(), "/api/books", "/api/books?include=author"] {
+        assert_eq!(
+            cache_control(&app.get(path).await.expect(200)),
+            revalidate,
+            "{path}"
+        );
+    }
+    let not_modified = app
+        .send("GET", &book, &[("if-none-match", &tag)], Bytes::new())
+        .await
+        .expect(304);
+    assert_eq!(cache_control(&not_modified), revalidate, "a 304 as its 200");
+    let written = app.valid_write("PUT", &book, author, "Again").await;
+    assert_eq!(
+        cache_control(&written.expect(200)),
+        revalidate,
+        "a PUT's book"
+    );
+    let store = Some("no-store".to_owned());
+    assert_eq!(
+        cache_control(&app.get("/api/ping").await.expect(200)),
+        store
+    );
+    let options = app.send("OPTIONS", &book, &[], Bytes::new()).await;
+    assert_eq!(cache_control(&options.expect(204)), store);
+    assert_eq!(
+        cache_control(&app.get("/api/books/999").await.expect(404)),
+        store
+    );
+    let deleted = app.send("DELETE", &book, &[], Bytes::new()).await;
+    assert_eq!(cache_control(&deleted.expect(200)), store);
+
+    let bounded = start(make, |c| {
+        c.with_cache_control(crate::config::CacheControl::MaxAge(60))
+    })
+    .await;
+    let id = bounded.book(bounded.author("B").await, "Fresh").await;
+    let reply = bounded.get(&format!("/api/books/{id}")).await.expect(200);
+    assert_eq!(cache_control(&reply).as_deref(), Some("max-age=60"));
+    let page = bounded.get("/api/books").await.expect(200);
+    assert_eq!(cache_control(&page).as_deref(), Some("max-age=60"));
 }

@@ -12,25 +12,32 @@ use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
 
 use super::{Harness, MakeHarness, XmlNode};
-use crate::{Config, ManualClock, RouteScheme};
+use crate::config::{Config, ManualClock};
+use crate::route::RouteScheme;
 
 mod books;
 mod conditional;
 mod errors;
+mod idempotency;
+mod if_match;
 mod input;
+mod list_queries;
 mod negotiation;
 mod pagination;
 mod routing;
-mod writes;
+mod validation;
 
 pub use books::*;
 pub use conditional::*;
 pub use errors::*;
+pub use idempotency::*;
+pub use if_match::*;
 pub use input::*;
+pub use list_queries::*;
 pub use negotiation::*;
 pub use pagination::*;
 pub use routing::*;
-pub use writes::*;
+pub use validation::*;
 
 /// The base URL every suite instance is configured with.
 pub const BASE: &str = "http://books.test";
@@ -91,6 +98,7 @@ impl Reply {
         let reply = self.expect(status);
         assert_eq!(reply.header("content-type"), Some(PROBLEM_JSON));
         assert_eq!(reply.header("vary"), Some("Accept"));
+        assert_eq!(reply.header("cache-control"), Some("no-store"));
         let mut body = reply.json();
         assert_eq!(body["type"], "about:blank");
         assert_eq!(body["status"], status);

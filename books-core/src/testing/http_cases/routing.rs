@@ -15,7 +15,7 @@ pub async fn ping_extended_adds_time_and_version(make: &impl MakeHarness) {
     let reply = app.get("/api/ping").await.expect(200);
     assert_eq!(
         reply.json(),
-        json!({"status": "ok", "time": "2026-06-15T12:00:00Z", "version": crate::VERSION})
+        json!({"status": "ok", "time": "2026-06-15T12:00:00Z", "version": crate::api::VERSION})
     );
     // The time follows the clock, and each answer carries its own request id.
     app.clock.set(june() + chrono::TimeDelta::seconds(1));

@@ -1,0 +1,183 @@
+//! The entries' invariants (the cache module's 2, 3, 4, 6 and 7).
+
+use super::*;
+
+const KEY: Key = Key::Book {
+    id: 1,
+    author: false,
+    xml: false,
+};
+
+fn entries() -> Entries {
+    Entries::new(CacheLimits::default())
+}
+
+fn rendered(body: &'static str) -> Rendered {
+    Rendered {
+        answer: Response::new(Bytes::from_static(body.as_bytes())),
+        version: None,
+        rows: None,
+    }
+}
+
+fn hit(found: Found) -> Option<Bytes> {
+    match found {
+        Found::Hit(hit) => Some(hit.into_body()),
+        _ => None,
+    }
+}
+
+fn reading(version: u64, tally: Option<BooksTally>) -> Reading {
+    Reading { version, tally }
+}
+
+/// Invariant 3: a read that started before this process wrote keeps nothing, even at
+/// a version the cache would serve (a pushed version may not know of the write yet).
+#[test]
+fn a_read_older_than_our_write_keeps_nothing() {
+    let mut entries = entries();
+    let before = entries.mark();
+    entries.wrote();
+    entries.put(KEY, 7, before, &rendered("old"));
+    assert!(!entries.holds(&KEY));
+    assert!(hit(entries.find(&KEY, 7, &HeaderMap::new())).is_none());
+
+    let after = entries.mark();
+    entries.put(KEY, 8, after, &rendered("new"));
+    let body = hit(entries.find(&KEY, 8, &HeaderMap::new())).expect("kept");
+    assert_eq!(body.as_ref(), b"new");
+    assert!(
+        hit(entries.find(&KEY, 7, &HeaderMap::new())).is_none(),
+        "an older version never hits"
+    );
+}
+
+/// Invariant 4: after a write of this process, the version the store knows is not
+/// trusted until a check (or a read that started after the write) confirms the
+/// entries'.
+#[test]
+fn a_known_version_is_trusted_again_only_after_our_write_is_seen() {
+    let mut entries = entries();
+    let mark = entries.mark();
+    entries.put(KEY, 3, mark, &rendered("kept"));
+    assert_eq!(entries.trusted(Some(3)), None, "until a check read it");
+    entries.checked_at(reading(3, None), mark);
+    assert_eq!(entries.trusted(Some(3)), Some(3));
+    entries.wrote();
+    assert_eq!(entries.trusted(Some(3)), None, "maybe not pushed yet");
+    entries.checked_at(reading(4, None), mark);
+    assert_eq!(entries.trusted(Some(4)), None, "a check sent before it");
+    let mark = entries.mark();
+    entries.checked_at(reading(4, None), mark);
+    assert_eq!(entries.trusted(Some(4)), Some(4));
+}
+
+fn tally(changes: u64, total: u64, max_id: i64, above: i64, count_above: u64) -> BooksTally {
+    BooksTally {
+        changes,
+        total,
+        max_id,
+        above,
+        count_above,
+    }
+}
+
+fn page(ids: std::ops::RangeInclusive<i64>, full: bool, total: u64) -> Rendered {
+    let books = ids
+        .map(|id| crate::store::BookRecord {
+            id,
+            title: "t".into(),
+            year: 2020,
+            author_id: None,
+            author_name: None,
+            created_at: chrono::DateTime::UNIX_EPOCH,
+            updated_at: chrono::DateTime::UNIX_EPOCH,
+        })
+        .collect();
+    Rendered {
+        rows: Some(Arc::new(PageRows { books, full, total })),
+        ..rendered("page")
+    }
+}
+
+fn list(page: u64) -> Key {
+    Key::List {
+        page,
+        author: false,
+        action: false,
+        xml: false,
+        query: None,
+    }
+}
+
+/// Invariant 6: only appends above the old greatest id keep books and full pages
+/// (whose rows come back to be rendered under the new total); anything else drops
+/// every answer. Compressed bodies stay whatever happens.
+#[test]
+fn appends_keep_books_and_full_pages() {
+    let mut entries = entries();
+    entries.advance(reading(10, Some(tally(5, 25, 25, i64::MAX, 0))));
+    let mark = entries.mark();
+    entries.put(KEY, 10, mark, &rendered("book"));
+    entries.put(list(1), 10, mark, &page(1..=20, true, 25));
+    entries.put(list(2), 10, mark, &page(21..=25, false, 25));
+    let tag = HeaderValue::from_static("\"t\"");
+    entries.keep_encoded(tag.clone(), "gzip", Bytes::from_static(b"zz"));
+
+    // Two books added above 25, nothing else.
+    entries.advance(reading(12, Some(tally(5, 27, 27, 25, 2))));
+    assert!(hit(entries.find(&KEY, 12, &HeaderMap::new())).is_some());
+    match entries.find(&list(1), 12, &HeaderMap::new()) {
+        Found::Rows(rows, total, 12) => assert_eq!((rows.books.len(), total), (20, 27)),
+        _ => panic!("page 1's rows, to render under 27"),
+    }
+    assert!(matches!(
+        entries.find(&list(2), 12, &HeaderMap::new()),
+        Found::Miss
+    ));
+
+    // A book added below the old greatest id (a host's explicit id): not appends.
+    entries.advance(reading(13, Some(tally(5, 28, 27, 27, 0))));
+    assert!(matches!(
+        entries.find(&KEY, 13, &HeaderMap::new()),
+        Found::Miss
+    ));
+    assert!(matches!(
+        entries.find(&list(1), 13, &HeaderMap::new()),
+        Found::Miss
+    ));
+
+    // Any other write moves `changes`.
+    entries.put(KEY, 13, mark, &rendered("book"));
+    entries.advance(reading(14, Some(tally(6, 28, 27, 27, 0))));
+    assert!(matches!(
+        entries.find(&KEY, 14, &HeaderMap::new()),
+        Found::Miss
+    ));
+    assert!(entries.encoded(&tag, "gzip").is_some(), "never stale");
+}
+
+/// Invariant 7: rendered answers and compressed bodies share one budget.
+#[test]
+fn answers_and_compressed_bodies_share_one_bound() {
+    let mut entries = Entries::new(CacheLimits {
+        entries: 2,
+        bytes: 1 << 20,
+    });
+    let mark = entries.mark();
+    entries.put(KEY, 1, mark, &rendered("book"));
+    entries.keep_encoded(HeaderValue::from_static("\"a\""), "br", Bytes::from("x"));
+    entries.keep_encoded(HeaderValue::from_static("\"b\""), "br", Bytes::from("y"));
+    let kept = usize::from(entries.holds(&KEY))
+        + usize::from(
+            entries
+                .encoded(&HeaderValue::from_static("\"a\""), "br")
+                .is_some(),
+        )
+        + usize::from(
+            entries
+                .encoded(&HeaderValue::from_static("\"b\""), "br")
+                .is_some(),
+        );
+    assert_eq!(kept, 2, "two entries in all, not two of each");
+}

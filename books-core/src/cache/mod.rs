@@ -1,0 +1,265 @@
+//! Rendered book and page answers, reused while the store's version holds: the read
+//! path's whole cache protocol behind one call ([`read_through`]).
+//!
+//! The parts, one concern each: this module (the read-through: key, render, keep, 304),
+//! [`SharedCheck`] in the store module (one version check shared by the requests that
+//! arrive together), [`entries`] (the versioned entries) and [`bounded`] (the map with
+//! byte accounting that the answers and the compressed bodies share). The cache keeps
+//! answers only for a store with the [versions tier](crate::store::Versions); for any
+//! other store it keeps compressed bodies alone.
+//!
+//! # Invariants
+//!
+//! 1. **Exact.** A kept answer is served only when a version read *after its request
+//!    arrived* equals the version the answer was read at: a check sent after the request
+//!    (shared with every request that arrived before it was sent), or the version the
+//!    store knows without asking when it may be trusted (4). So no read returns data
+//!    older than a write acknowledged before it began, whichever process wrote.
+//!    Tests: `store::shared_check::tests::checks_are_shared_but_never_older_than_the_caller`,
+//!    the conformance suite's `versions` tier (`cached_reads_see_writes_from_outside`).
+//! 2. **Kept under the version it was read at**: the store returns the version with the
+//!    data (same snapshot, or read before it), and the answer is kept under exactly that
+//!    version; an older version than the entries' keeps nothing. Test:
+//!    `entries::tests::a_read_older_than_our_write_keeps_nothing`.
+//! 3. **Our writes.** A read that started before a write of this process keeps nothing
+//!    (its version may predate the write). Test: the same.
+//! 4. **A known version** (pushed by the database) is trusted only once a check has read
+//!    the entries' version since this process's last write. Test:
+//!    `entries::tests::a_known_version_is_trusted_again_only_after_our_write_is_seen`.
+//! 5. **A check that fails** hands its error to its waiters alone; the next request sends
+//!    a new one. Tests: `store::shared_check::tests::a_check_that_panics_fails_its_wave_only`,
+//!    `a_failed_check_fails_its_callers_and_the_next_is_sent`.
+//! 6. **Appends.** When a check finds a newer version, every answer goes, unless the
+//!    store's tally ([`BooksTally`](crate::store::BooksTally)) shows that books were only
+//!    appended above the old greatest id: then books stay, and full pages that end at or
+//!    below it keep their rows, whose `meta` and `links` are rendered again from the new
+//!    total on their next hit (new bytes, so a new `ETag`). A create, from this process
+//!    or any other, thus costs the cache the last page, not every page. Test:
+//!    `entries::tests::appends_keep_books_and_full_pages`.
+//! 7. **Bounded.** Answers and compressed bodies together stay within [`CacheLimits`]
+//!    (entries and body bytes); a body larger than the byte bound is not kept and drops
+//!    nothing; a key kept again replaces its old value, bytes included. Tests:
+//!    `bounded::tests::*`, `entries::tests::answers_and_compressed_bodies_share_one_bound`.
+
+mod bounded;
+mod entries;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use http::header::HeaderValue;
+use http::{HeaderMap, Response};
+
+use self::entries::{Entries, Found};
+use crate::config::CacheLimits;
+use crate::metrics::store_call;
+use crate::store::{BookRecord, BookStore, BooksTally, SharedCheck, StoreError};
+
+/// Everything that shapes a cached answer (the configuration is the API's own).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Key {
+    List {
+        page: u64,
+        author: bool,
+        action: bool,
+        xml: bool,
+        /// A filtered or sorted list's `filter[…]` and `sort`, as its links carry them.
+        query: Option<Arc<str>>,
+    },
+    Book {
+        id: i64,
+        author: bool,
+        xml: bool,
+    },
+}
+
+/// A page's rows as read, kept so its answer can be rendered again for a new total.
+#[derive(Debug)]
+pub(crate) struct PageRows {
+    /// The books on the page.
+    pub(crate) books: Vec<BookRecord>,
+    /// Whether the page was full (a page that was not may gain rows from a create).
+    pub(crate) full: bool,
+    /// The total the answer shows.
+    pub(crate) total: u64,
+}
+
+/// A rendered answer, the store version its data was read at (when read through the
+/// versions tier), and a page's rows.
+#[derive(Debug)]
+pub(crate) struct Rendered {
+    pub(crate) answer: Response<Bytes>,
+    pub(crate) version: Option<u64>,
+    pub(crate) rows: Option<Arc<PageRows>>,
+}
+
+/// What a render is asked for: a fresh read, or a kept page's rows under a new total.
+#[derive(Debug)]
+pub(crate) enum Source {
+    Read,
+    Rows(Arc<PageRows>, u64),
+}
+
+/// A version check's reading: the version, and the books' tally when the store keeps one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reading {
+    pub(crate) version: u64,
+    pub(crate) tally: Option<BooksTally>,
+}
+
+/// The cache of one API: its entries and its shared version check.
+#[derive(Debug)]
+pub(crate) struct Cache {
+    entries: Arc<Mutex<Entries>>,
+    checks: SharedCheck<Reading>,
+    /// Whether rendered answers are kept (the store has the versions tier).
+    answers: bool,
+}
+
+fn lock(entries: &Mutex<Entries>) -> MutexGuard<'_, Entries> {
+    entries.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Cache {
+    /// A cache within `limits`; it keeps rendered answers only if `answers` (the store
+    /// has versions).
+    pub(crate) fn new(limits: CacheLimits, answers: bool) -> Self {
+        Self {
+            entries: Arc::new(Mutex::new(Entries::new(limits))),
+            checks: SharedCheck::new(),
+            answers,
+        }
+    }
+
+    /// Whether rendered answers are kept: reads then go through the versions tier.
+    pub(crate) fn keeps_answers(&self) -> bool {
+        self.answers
+    }
+
+    /// Marks every answer as possibly older than a write this process just made: the
+    /// next lookups check the store's version, and reads that started before keep
+    /// nothing. Nothing is dropped here: the check decides what the write changed.
+    pub(crate) fn wrote(&self) {
+        lock(&self.entries).wrote();
+    }
+
+    /// The body kept for the identity `tag` in `coding`.
+    pub(crate) fn encoded(&self, tag: &HeaderValue, coding: &'static str) -> Option<Bytes> {
+        lock(&self.entries).encoded(tag, coding)
+    }
+
+    /// Keeps `body`, the identity `tag`'s bytes in `coding`.
+    pub(crate) fn keep_encoded(&self, tag: HeaderValue, coding: &'static str, body: Bytes) {
+        lock(&self.entries).keep_encoded(tag, coding, body);
+    }
+
+    /// The store's version from a check sent after this call (shared with every caller
+    /// that joins before it is sent), the entries moved on to it.
+    async fn check(&self, store: &Arc<dyn BookStore>) -> Result<Reading, Arc<StoreError>> {
+        self.checks
+            .read(|| {
+                let (entries, store) = (self.entries.clone(), store.clone());
+                async move {
+                    // Sent from here on: a write this process finishes later is not in it.
+                    let (above, writes) = {
+                        let entries = lock(&entries);
+                        (entries.tally_above(), entries.mark())
+                    };
+                    let reading = read_version(&*store, above).await?;
+                    lock(&entries).checked_at(reading, writes);
+                    Ok(reading)
+                }
+            })
+            .await
+    }
+}
+
+/// One version query: the tally with it when the store keeps one.
+async fn read_version(store: &dyn BookStore, above: i64) -> Result<Reading, StoreError> {
+    let capabilities = store.capabilities();
+    if let Some(tally) = capabilities.version_tally() {
+        let (version, tally) = store_call("version", tally.tallied_version(above)).await?;
+        return Ok(Reading {
+            version,
+            tally: Some(tally),
+        });
+    }
+    let versions = capabilities
+        .versions()
+        .ok_or_else(|| StoreError::other("the store has no versions"))?;
+    let version = store_call("version", versions.version()).await?;
+    Ok(Reading {
+        version,
+        tally: None,
+    })
+}
+
+/// The answer for `key`: the cached one if a version check sent after this call (or the
+/// version the store knows) finds it current, its 304 when `request`'s `If-None-Match`
+/// names its tag; else `render`'s, kept under the version it was read at. Without a
+/// cache of answers, `render`'s.
+///
+/// `render` runs boxed, only on a miss or to re-render a kept page: a hit's future stays
+/// small enough for the allocator's fast path when a binding boxes it (BENCHMARKS.md,
+/// "The fixed cost").
+pub(crate) async fn read_through<F, E>(
+    cache: Option<&Cache>,
+    store: &Arc<dyn BookStore>,
+    key: Key,
+    request: &HeaderMap,
+    render: impl FnOnce(Source) -> F,
+) -> Result<Response<Bytes>, E>
+where
+    F: Future<Output = Result<Rendered, E>>,
+    E: From<Arc<StoreError>>,
+{
+    let Some(cache) = cache.filter(|cache| cache.answers) else {
+        return Box::pin(render(Source::Read)).await.map(|r| r.answer);
+    };
+    let known = store
+        .capabilities()
+        .versions()
+        .and_then(|versions| versions.known_version());
+    let (held, trusted, mark) = {
+        let entries = lock(&cache.entries);
+        (entries.holds(&key), entries.trusted(known), entries.mark())
+    };
+    if held {
+        let version = match trusted {
+            Some(version) => version,
+            None => cache.check(store).await?.version,
+        };
+        let found = lock(&cache.entries).find(&key, version, request);
+        match found {
+            Found::Hit(hit) => return Ok(hit),
+            Found::Rows(rows, total, version) => {
+                let rendered = Box::pin(render(Source::Rows(rows, total))).await?;
+                lock(&cache.entries).put(key, version, mark, &rendered);
+                return Ok(rendered.answer);
+            }
+            Found::Miss => {}
+        }
+    } else {
+        crate::metrics::cache(false);
+    }
+    let rendered = Box::pin(render(Source::Read)).await?;
+    if let Some(version) = rendered.version {
+        if lock(&cache.entries).behind(version) {
+            // A newer version than the entries': a check tells whether the kept answers
+            // survive it (only appends) before this one renews them. Its failure costs
+            // the cache nothing but its entries.
+            let _ = cache.check(store).await;
+        }
+        lock(&cache.entries).put(key, version, mark, &rendered);
+    }
+    Ok(rendered.answer)
+}
+
+/// A copy of `answer` (its request id slot included: see `entries::Kept`).
+pub(crate) fn copy(answer: &Response<Bytes>) -> Response<Bytes> {
+    let mut response = Response::new(answer.body().clone());
+    *response.status_mut() = answer.status();
+    *response.headers_mut() = answer.headers().clone();
+    response
+}

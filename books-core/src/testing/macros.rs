@@ -1,0 +1,289 @@
+//! The suites' macros: one `#[tokio::test]` per case, for every store and binding.
+
+/// Runs the storage contract against a store, tier by tier: one `#[tokio::test]` per
+/// case, in a module per tier (`data`, `versions`, `version_tally`, `conditional_writes`,
+/// `idempotent_creates`, `list_queries`).
+///
+/// ```text
+/// books_core::store_conformance_suite! {
+///     #[cfg_attr(not(my_database), ignore = "set MY_DATABASE_URL")] // any attributes, on every case
+///     setup: fresh,                 // async fn() -> S: a fresh, empty store
+///     tiers: [versions, conditional_writes],
+///     outside_writes: host_sql,     // async fn(S, OutsideWrite), or `none`
+///     guard: cleanup,               // optional: fn() -> G, held for the whole case
+/// }
+/// ```
+///
+/// `guard` is for clean-up: its value is made before the case and dropped after it,
+/// passed or failed (dropping the databases or schemas the case made, say).
+///
+/// `S: BookStore + AuthorStore + Clone`. The data tier always runs, with a case that the
+/// store's [`capabilities`](crate::store::BookStore::capabilities) name exactly the
+/// listed tiers. `outside_writes` is how the suite writes the store's data from outside
+/// it (an [`OutsideWrite`](crate::testing::store_cases::OutsideWrite) through the store's own backend, as
+/// a host's SQL would): the versions tier runs such writes between its reads, so a
+/// version kept in memory fails it. `none` declares that nothing but the store can write
+/// its data (an in-memory store).
+#[macro_export]
+macro_rules! store_conformance_suite {
+    (
+        $(#[$attr:meta])*
+        setup: $setup:expr,
+        tiers: [$($tier:ident),* $(,)?],
+        outside_writes: none
+        $(, guard: $guard:expr)? $(,)?
+    ) => {
+        $crate::__store_tiers!(
+            [$(#[$attr])*] ($setup, [$(($guard)())?]), [$($tier),*],
+            $crate::testing::store_cases::Outside::impossible()
+        );
+    };
+    (
+        $(#[$attr:meta])*
+        setup: $setup:expr,
+        tiers: [$($tier:ident),* $(,)?],
+        outside_writes: $hook:expr
+        $(, guard: $guard:expr)? $(,)?
+    ) => {
+        $crate::__store_tiers!(
+            [$(#[$attr])*] ($setup, [$(($guard)())?]), [$($tier),*],
+            $crate::testing::store_cases::Outside::through($hook)
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_tiers {
+    ($attrs:tt $setup:tt, [$($tier:ident),*], $outside:expr) => {
+        mod data {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::__store_cases!($attrs $setup;
+                empty_store_lists_nothing,
+                create_then_get_round_trips,
+                get_missing_is_none,
+                list_orders_by_id_with_page_boundaries,
+                list_offset_past_the_end_keeps_total,
+                list_and_get_join_authors,
+                removed_author_leaves_book_without_author,
+                create_with_missing_author_is_author_not_found,
+                update_replaces_fields_and_keeps_created_at,
+                update_of_missing_id_is_none,
+                update_with_missing_author_is_author_not_found,
+                delete_removes_only_that_book,
+                ids_are_never_reused_after_delete,
+                author_exists_matches_authors,
+                concurrent_creates_get_distinct_ids,
+                creates_sent_together_each_get_their_own_book,
+                author_vanishing_before_a_write_is_422,
+                demo_data_loads_once_into_an_empty_store,
+                reachable_store_is_ready,
+                deep_pages_stay_exact_across_ranges,
+            );
+            $crate::__store_cases!($attrs $setup;
+                capabilities_are_the_tiers_tested(
+                    $crate::testing::store_cases::tiers_named(&[$(stringify!($tier)),*])
+                ),
+            );
+        }
+        $($crate::__store_tier!($tier, $attrs $setup, $outside);)*
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_tier {
+    (versions, $attrs:tt $setup:tt, $outside:expr) => {
+        mod versions {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::__store_cases!($attrs $setup;
+                version_moves_with_every_write($outside),
+                reads_carry_their_version($outside),
+                known_version_catches_up($outside),
+                cached_reads_see_writes_from_outside($outside),
+            );
+        }
+    };
+    (version_tally, $attrs:tt $setup:tt, $outside:expr) => {
+        mod version_tally {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::__store_cases!($attrs $setup;
+                version_tally_tells_creates_from_other_writes($outside),
+            );
+        }
+    };
+    (conditional_writes, $attrs:tt $setup:tt, $outside:expr) => {
+        mod conditional_writes {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::__store_cases!($attrs $setup;
+                conditional_writes_check_the_book_as_it_is,
+                concurrent_conditional_updates_let_one_through,
+                author_vanishing_before_a_conditional_write_is_422,
+                conditional_writes_see_writes_from_outside($outside),
+            );
+        }
+    };
+    (list_queries, $attrs:tt $setup:tt, $outside:expr) => {
+        mod list_queries {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::__store_cases!($attrs $setup;
+                list_queries_filter_by_author_year_and_title,
+                list_queries_sort_by_every_field_with_ties_by_id,
+                list_queries_stay_exact_across_writes($outside),
+            );
+        }
+    };
+    (idempotent_creates, $attrs:tt $setup:tt, $outside:expr) => {
+        mod idempotent_creates {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::__store_cases!($attrs $setup;
+                keyed_creates_keep_their_record_with_the_book,
+                keyed_creates_sent_together_each_keep_their_key,
+                author_vanishing_before_a_keyed_create_is_422,
+            );
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_cases {
+    ($attrs:tt $setup:tt; $($case:ident $(($($arg:expr),*))?),+ $(,)?) => {
+        $($crate::__store_case!($attrs $setup; $case $(($($arg),*))?);)+
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_case {
+    ([$(#[$attr:meta])*] ($setup:expr, [$($guard:expr)?]); $case:ident $(($($arg:expr),*))?) => {
+        $(#[$attr])*
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            $(let _guard = $guard;)?
+            let store = ($setup)().await;
+            $crate::testing::store_cases::$case(store $($(, $arg)*)?).await;
+        }
+    };
+}
+
+/// Runs the HTTP contract through a harness: `http_contract_suite!(make)` where `make`
+/// is a `Fn(Config) -> impl Future<Output = impl Harness>` building one API instance
+/// over a fresh, empty store. The long form takes attributes for every case and a guard
+/// held for each (as in [`store_conformance_suite!`](crate::store_conformance_suite)):
+/// `http_contract_suite! { #[…] make: in_process, guard: cleanup }`. Cases of `If-Match`,
+/// `Idempotency-Key` and `filter[…]`/`sort` check the documented 501 instead when the
+/// harness's [`tiers`](crate::testing::Harness::tiers) lack the store tier they need.
+#[macro_export]
+macro_rules! http_contract_suite {
+    ($make:expr $(,)?) => {
+        $crate::http_contract_suite! { make: $make }
+    };
+    ($(#[$attr:meta])* make: $make:expr $(, guard: $guard:expr)? $(,)?) => {
+        $crate::__http_cases!([$(#[$attr])*] ($make, [$(($guard)())?]);
+            ping_answers_ok,
+            ping_extended_adds_time_and_version,
+            unknown_paths_are_not_found,
+            trailing_slash_is_tolerated_once,
+            unserved_method_gets_405_with_allow,
+            head_is_get_without_body,
+            options_lists_allowed_methods,
+            invalid_ids_name_no_book,
+            index_scheme_only,
+            action_scheme_only,
+            both_schemes_by_default,
+            custom_prefix_moves_every_route,
+            json_is_the_default_format,
+            accept_selects_xml,
+            accept_q_zero_and_specificity,
+            errors_follow_the_negotiated_format,
+            create_returns_201_with_location,
+            create_accepts_json_numbers_and_strings,
+            create_accepts_multipart,
+            create_ignores_unknown_fields_and_takes_last_repeat,
+            get_one_returns_the_book,
+            include_author_on_every_route,
+            include_author_is_null_without_name_or_author,
+            include_rejects_unknown_names,
+            include_tolerates_empty_whitespace_and_repeats,
+            update_replaces_and_touches_updated_at,
+            update_validates_before_existence,
+            delete_returns_id_and_removes,
+            validation_title_rules,
+            validation_author_rules,
+            validation_year_rules,
+            validation_reports_every_field_at_once,
+            validation_json_types,
+            validation_stores_nothing,
+            title_of_255_and_256_unicode_characters,
+            year_bound_follows_the_clock,
+            body_of_unsupported_type_is_415,
+            undecodable_body_is_400,
+            body_too_large_is_413,
+            pagination_first_middle_last_beyond,
+            pagination_invalid_page_is_400,
+            pagination_of_empty_store,
+            pagination_links_keep_include,
+            pagination_links_ignore_host_headers,
+            pagination_page_size_is_configurable,
+            pages_stay_exact_across_creates,
+            list_filters_and_sorts_select_and_order,
+            list_filters_count_pages_and_links_carry_them,
+            list_filter_and_sort_errors_are_400_by_parameter,
+            action_list_links_use_action_path,
+            xml_book_mirrors_json,
+            xml_page_mirrors_json,
+            xml_error_mirrors_json,
+            write_token_guards_writes_only,
+            targets_without_a_path_are_not_found,
+            titles_xml_cannot_carry_are_refused,
+            stored_text_xml_cannot_carry_is_replaced,
+            echoed_include_xml_cannot_carry_is_replaced,
+            json_integers_beyond_64_bits_fail_the_range_rule,
+            request_ids_are_echoed_or_made,
+            reads_carry_strong_etags,
+            if_none_match_answers_304,
+            compressed_answers_have_their_own_tags,
+            cache_control_on_every_answer,
+            if_match_guards_updates_and_deletes,
+            if_match_compares_the_representation_the_request_would_get,
+            if_match_comes_after_the_usual_checks,
+            if_match_lets_one_of_concurrent_writes_win,
+            if_match_can_be_required,
+            writes_ignore_if_none_match,
+            idempotent_creates_replay_their_answer,
+            idempotency_key_reused_with_another_request_is_422,
+            malformed_idempotency_keys_are_400,
+            failed_creates_leave_their_key_unused,
+            concurrent_requests_with_one_key_create_one_book,
+            idempotency_keys_expire,
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __http_cases {
+    ($attrs:tt $make:tt; $($case:ident),+ $(,)?) => {
+        $($crate::__http_case!($attrs $make; $case);)+
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __http_case {
+    ([$(#[$attr:meta])*] ($make:expr, [$($guard:expr)?]); $case:ident) => {
+        $(#[$attr])*
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            $(let _guard = $guard;)?
+            $crate::testing::http_cases::$case(&$make).await;
+        }
+    };
+}

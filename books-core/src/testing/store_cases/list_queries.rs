@@ -1,0 +1,339 @@
+//! The list queries tier: [`ListQuery`]'s filter and sort, as
+//! [`Capabilities::with_list_queries`](crate::store::Capabilities::with_list_queries)
+//! promises them.
+
+use http::Request;
+use serde_json::Value;
+
+use super::versions::caught_up;
+use super::*;
+use crate::store::{ListFilter, SortField, SortKey, YearRange};
+use crate::{BooksApi, Config};
+
+/// A small catalogue (titles chosen for the title rules: ASCII case, characters other
+/// than ASCII letters, LIKE's wildcards as plain characters) and its authors' ids.
+async fn catalogue(store: &impl TestStore) -> (i64, i64, i64) {
+    let (ann, bob, cy) = (
+        author(store, "Ann").await,
+        author(store, "Bob").await,
+        author(store, "Cy").await,
+    );
+    for (day, title, author, year) in [
+        (1, "Dune", ann, 2015),
+        (2, "Dune Messiah", ann, 2017),
+        (3, "children of dune", bob, 2015),
+        (4, "Élan", bob, 2020),
+        (5, "élan vital", cy, 2001),
+        (6, "100% Pure_Dune\\", cy, 2024),
+        (7, "apple", ann, 2010),
+        (8, "Banana", bob, 2010),
+        (9, "Zebra", cy, 2019),
+    ] {
+        store
+            .create(&input(title, author, year), at(day))
+            .await
+            .expect("create");
+    }
+    (ann, bob, cy)
+}
+
+fn filtered(filter: ListFilter) -> ListQuery {
+    query(0, 50).with_filter(filter)
+}
+
+fn sorted(keys: &[(SortField, bool)]) -> ListQuery {
+    query(0, 50).with_sort(
+        keys.iter()
+            .map(|&(field, descending)| SortKey { field, descending })
+            .collect(),
+    )
+}
+
+async fn listed(store: &impl TestStore, query: &ListQuery) -> (Vec<String>, u64) {
+    let page = store.list(query).await.expect("list");
+    (
+        page.books.into_iter().map(|b| b.title).collect(),
+        page.total,
+    )
+}
+
+fn owned(titles: &[&str]) -> Vec<String> {
+    titles.iter().map(|t| (*t).to_owned()).collect()
+}
+
+/// Each filter keeps what the contract says, combined with AND, several values with OR;
+/// the total counts the books kept.
+pub async fn list_queries_filter_by_author_year_and_title(store: impl TestStore) {
+    let (ann, bob, cy) = catalogue(&store).await;
+    let by = |author_ids: Vec<i64>, years: Vec<YearRange>, title: Option<&str>| ListFilter {
+        author_ids,
+        years,
+        title: title.map(Into::into),
+    };
+    let cases = [
+        (
+            by(vec![ann], vec![], None),
+            &["Dune", "Dune Messiah", "apple"][..],
+        ),
+        (
+            by(vec![bob, cy], vec![YearRange::year(2010)], None),
+            &["Banana"],
+        ),
+        (
+            by(
+                vec![],
+                vec![YearRange::year(2015), YearRange::year(2024)],
+                None,
+            ),
+            &["Dune", "children of dune", "100% Pure_Dune\\"],
+        ),
+        (
+            by(
+                vec![],
+                vec![YearRange {
+                    from: Some(2017),
+                    to: Some(2020),
+                }],
+                None,
+            ),
+            &["Dune Messiah", "Élan", "Zebra"],
+        ),
+        (
+            by(
+                vec![],
+                vec![YearRange {
+                    from: None,
+                    to: Some(2010),
+                }],
+                None,
+            ),
+            &["élan vital", "apple", "Banana"],
+        ),
+        (
+            by(vec![], vec![], Some("dUNE")),
+            &[
+                "Dune",
+                "Dune Messiah",
+                "children of dune",
+                "100% Pure_Dune\\",
+            ],
+        ),
+        (by(vec![], vec![], Some("Élan")), &["Élan"]),
+        (by(vec![], vec![], Some("élan")), &["élan vital"]),
+        (by(vec![], vec![], Some("LAN")), &["Élan", "élan vital"]),
+        (by(vec![], vec![], Some("%")), &["100% Pure_Dune\\"]),
+        (by(vec![], vec![], Some("_")), &["100% Pure_Dune\\"]),
+        (by(vec![], vec![], Some("\\")), &["100% Pure_Dune\\"]),
+        (by(vec![], vec![], Some("dun_")), &[]),
+        (by(vec![], vec![], Some("D%e")), &[]),
+        (
+            by(vec![ann, cy], vec![YearRange::year(2015)], Some("dune")),
+            &["Dune"],
+        ),
+        (by(vec![ann + bob + cy], vec![], None), &[]),
+    ];
+    for (filter, want) in cases {
+        let got = listed(&store, &filtered(filter.clone())).await;
+        assert_eq!(got, (owned(want), want.len() as u64), "{filter:?}");
+    }
+    // Pages of a filtered list, and an offset past its end.
+    let dune = by(vec![], vec![], Some("dune"));
+    let second = query(2, 2).with_filter(dune.clone());
+    assert_eq!(
+        listed(&store, &second).await,
+        (owned(&["children of dune", "100% Pure_Dune\\"]), 4)
+    );
+    let beyond = query(10, 2).with_filter(dune);
+    assert_eq!(listed(&store, &beyond).await, (vec![], 4));
+}
+
+/// Sorts by each field, either way, and by several keys; ties by id ascending; titles
+/// as the title filter compares them (ASCII letters case-insensitively, then by code
+/// point, so `É` after `z`).
+pub async fn list_queries_sort_by_every_field_with_ties_by_id(store: impl TestStore) {
+    catalogue(&store).await;
+    use SortField::*;
+    type Case = (&'static [(SortField, bool)], &'static [&'static str]);
+    let cases: [Case; 6] = [
+        (
+            &[(Title, false)],
+            &[
+                "100% Pure_Dune\\",
+                "apple",
+                "Banana",
+                "children of dune",
+                "Dune",
+                "Dune Messiah",
+                "Zebra",
+                "Élan",
+                "élan vital",
+            ],
+        ),
+        (
+            &[(Year, true)],
+            &[
+                "100% Pure_Dune\\",
+                "Élan",
+                "Zebra",
+                "Dune Messiah",
+                "Dune",
+                "children of dune",
+                "apple",
+                "Banana",
+                "élan vital",
+            ],
+        ),
+        (
+            &[(Year, false), (Title, true)],
+            &[
+                "élan vital",
+                "Banana",
+                "apple",
+                "Dune",
+                "children of dune",
+                "Dune Messiah",
+                "Zebra",
+                "Élan",
+                "100% Pure_Dune\\",
+            ],
+        ),
+        (
+            &[(CreatedAt, true)],
+            &[
+                "Zebra",
+                "Banana",
+                "apple",
+                "100% Pure_Dune\\",
+                "élan vital",
+                "Élan",
+                "children of dune",
+                "Dune Messiah",
+                "Dune",
+            ],
+        ),
+        (
+            &[(Id, true)],
+            &[
+                "Zebra",
+                "Banana",
+                "apple",
+                "100% Pure_Dune\\",
+                "élan vital",
+                "Élan",
+                "children of dune",
+                "Dune Messiah",
+                "Dune",
+            ],
+        ),
+        (
+            &[(Title, true)],
+            &[
+                "élan vital",
+                "Élan",
+                "Zebra",
+                "Dune Messiah",
+                "Dune",
+                "children of dune",
+                "Banana",
+                "apple",
+                "100% Pure_Dune\\",
+            ],
+        ),
+    ];
+    for (keys, want) in cases {
+        let got = listed(&store, &sorted(keys)).await;
+        assert_eq!(got, (owned(want), 9), "{keys:?}");
+    }
+    // `updated_at`: an update moves a book to the end, ties by id.
+    let first = store.list(&query(0, 1)).await.unwrap().books[0].clone();
+    let author = first.author_id.unwrap();
+    store
+        .update(first.id, &input("Dune", author, 2015), at(20))
+        .await
+        .unwrap();
+    let (titles, _) = listed(&store, &sorted(&[(UpdatedAt, false)])).await;
+    assert_eq!(titles.last().map(String::as_str), Some("Dune"));
+    assert_eq!(titles[0], "Dune Messiah");
+    // Pages of a sorted list follow each other with nothing lost or repeated.
+    let all = listed(&store, &sorted(&[(Year, true), (Title, false)]))
+        .await
+        .0;
+    let mut paged = Vec::new();
+    for offset in (0..10).step_by(4) {
+        let page = query(offset, 4).with_sort(sorted(&[(Year, true), (Title, false)]).sort);
+        paged.extend(listed(&store, &page).await.0);
+    }
+    assert_eq!(paged, all);
+}
+
+/// A filtered, sorted page through the API (its cache on) after writes by the store and
+/// from outside it: each read shows them, and its `ETag` moves with its bytes; the page
+/// read with its version holds what the plain read holds.
+pub async fn list_queries_stay_exact_across_writes<S: TestStore>(store: S, outside: Outside<S>) {
+    let (ann, bob, _) = catalogue(&store).await;
+    let api = BooksApi::new(store.clone(), Config::default());
+    let path =
+        format!("/api/books?filter%5Btitle%5D=dune&filter[author_id]={ann},{bob}&sort=-title");
+    let get = async || -> (Vec<String>, u64, String) {
+        if store.capabilities().versions().is_some() {
+            caught_up(&store).await;
+        }
+        let request = Request::get(path.as_str()).body(String::new()).unwrap();
+        let response = api.handle(request).await;
+        assert_eq!(response.status(), 200);
+        let tag = response.headers()["etag"].to_str().unwrap().to_owned();
+        let body: Value = serde_json::from_slice(response.body()).unwrap();
+        let titles = body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["title"].as_str().unwrap().to_owned())
+            .collect();
+        (titles, body["meta"]["total"].as_u64().unwrap(), tag)
+    };
+    let (titles, total, tag) = get().await;
+    assert_eq!(
+        (titles, total),
+        (owned(&["Dune Messiah", "Dune", "children of dune"]), 3)
+    );
+    assert_eq!(get().await.2, tag, "a repeated read, the same bytes");
+
+    store
+        .create(&input("Dune Encyclopedia", bob, 2019), at(11))
+        .await
+        .unwrap();
+    let (titles, total, moved) = get().await;
+    assert_eq!(
+        (titles, total),
+        (
+            owned(&[
+                "Dune Messiah",
+                "Dune Encyclopedia",
+                "Dune",
+                "children of dune"
+            ]),
+            4
+        ),
+        "a create through the store"
+    );
+    assert_ne!(moved, tag);
+    let write = OutsideWrite::AddBook {
+        title: "Dune (1984)".into(),
+        author_id: ann,
+        year: 2020,
+    };
+    if outside.write(&store, write).await {
+        let (titles, total, _) = get().await;
+        assert_eq!(total, 5, "an insert from outside");
+        assert_eq!(titles[2], "Dune (1984)", "{titles:?}");
+    }
+    if let Some(versions) = store.capabilities().versions() {
+        let query = filtered(ListFilter {
+            author_ids: vec![ann],
+            years: vec![],
+            title: Some("dune".into()),
+        });
+        let (page, _) = versions.list_versioned(&query).await.unwrap();
+        assert_eq!(page, store.list(&query).await.unwrap());
+    }
+}

@@ -1,0 +1,69 @@
+//! Tells the tests what they were given, so that a case whose database or tool is missing
+//! shows as ignored (with the reason) in the test summary rather than as passed. Under
+//! `CI=true` every case runs, and fails without what it needs. Nothing here reaches the
+//! library itself.
+//!
+//! | cfg | when |
+//! |---|---|
+//! | `books_test_postgres` | `BOOKS_TEST_POSTGRES_URL` is set |
+//! | `books_test_pg_cluster` | PostgreSQL's server tools are installed (`pg_config --bindir` has `initdb`) |
+//! | `books_test_pgbouncer` | PgBouncer is installed |
+//! | `books_test_mysql` | `BOOKS_TEST_MYSQL_URL` is set |
+//! | `books_test_mariadb_servers` | MariaDB's server tools are installed (`mariadbd`, `mariadb-install-db`) |
+
+use std::path::Path;
+use std::process::Command;
+
+/// Prints the cfgs of what the tests were given.
+pub fn main() {
+    println!("cargo::rerun-if-env-changed=CI");
+    let ci = std::env::var("CI").is_ok_and(|ci| ci == "true");
+    let gates: [(&str, &dyn Fn() -> bool); 5] = [
+        ("books_test_postgres", &|| given("BOOKS_TEST_POSTGRES_URL")),
+        ("books_test_pg_cluster", &pg_cluster),
+        ("books_test_pgbouncer", &|| {
+            installed("pgbouncer") || exists(Path::new("/usr/sbin/pgbouncer"))
+        }),
+        ("books_test_mysql", &|| given("BOOKS_TEST_MYSQL_URL")),
+        ("books_test_mariadb_servers", &|| {
+            (installed("mariadbd") || exists(Path::new("/usr/sbin/mariadbd")))
+                && installed("mariadb-install-db")
+        }),
+    ];
+    for (cfg, here) in gates {
+        println!("cargo::rustc-check-cfg=cfg({cfg})");
+        if ci || here() {
+            println!("cargo::rustc-cfg={cfg}");
+        }
+    }
+}
+
+/// Whether the environment variable `name` is set (and watched).
+fn given(name: &str) -> bool {
+    println!("cargo::rerun-if-env-changed={name}");
+    std::env::var_os(name).is_some()
+}
+
+/// Whether `path` exists; the probe runs again when that changes (a missing path makes
+/// cargo run it every build, which costs a few stat calls).
+fn exists(path: &Path) -> bool {
+    println!("cargo::rerun-if-changed={}", path.display());
+    path.exists()
+}
+
+/// Whether `program` is on the `PATH`.
+fn installed(program: &str) -> bool {
+    println!("cargo::rerun-if-env-changed=PATH");
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| exists(&dir.join(program))))
+}
+
+/// Whether `initdb` is where `pg_config --bindir` says PostgreSQL's tools are.
+fn pg_cluster() -> bool {
+    Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .is_ok_and(|out| {
+            exists(&Path::new(String::from_utf8_lossy(&out.stdout).trim()).join("initdb"))
+        })
+}

@@ -1,0 +1,238 @@
+//! PostgreSQL push mode: a listener that keeps the store's version current in this
+//! process, so the API's cache needs no version query per request.
+//!
+//! While push mode is on for the database ([`PostgresStore::set_push`]), triggers on
+//! `books` and `authors` notify channel [`CHANNEL`] with every committed write. The
+//! listener holds one connection: it `LISTEN`s, then reads the version and whether push
+//! mode is on *on that connection*, and again after every batch of notifications and
+//! every [`HEARTBEAT`]. It trusts what it read only while push mode is on and the
+//! connection answers; otherwise the store's [`known_version`] is `None` and the API
+//! falls back to asking the database.
+//!
+//! Staleness: a write committed at `t` is known once its notification arrived and the
+//! read that follows it answered (one round trip); a connection that dies silently is
+//! noticed within [`HEARTBEAT`] plus [`PROBE_TIMEOUT`].
+//!
+//! [`PostgresStore::set_push`]: crate::PostgresStore::set_push
+//! [`PostgresStore::listening`]: crate::PostgresStore::listening
+//! [`known_version`]: books_core::store::Versions::known_version
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
+use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
+use tokio::task::JoinHandle;
+use tokio::time::{sleep, timeout};
+
+use super::PostgresStore;
+use crate::{ACQUIRE_TIMEOUT, Error};
+
+/// The channel the triggers notify (payload: the schema written to).
+pub const CHANNEL: &str = "books_changed";
+
+/// How often the listener re-reads the version when no notification comes: the bound on
+/// staleness when a notification is lost with a connection that did not say so.
+pub const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// How long the listener's read may take before it counts the connection as dead.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Wait before reconnecting after the listener's connection failed.
+const RECONNECT: Duration = Duration::from_secs(1);
+
+/// "Not known": versions are sums of non-negative `BIGINT`s, never this.
+const UNKNOWN: u64 = u64::MAX;
+
+/// The listener of one store (shared by its clones); stops when the last clone drops.
+#[derive(Debug)]
+pub(crate) struct Push {
+    known: Arc<AtomicU64>,
+    task: JoinHandle<()>,
+}
+
+impl Push {
+    /// Starts listening on a connection of its own, opened with `options` (so requests
+    /// keep all of the store's `pool`, whose closing stops the listener); `state` reads
+    /// the version and whether push mode is on. Needs a tokio runtime.
+    pub(crate) fn start(pool: &PgPool, options: PgConnectOptions, state: SqlStr) -> Self {
+        let known = Arc::new(AtomicU64::new(UNKNOWN));
+        let task = tokio::spawn(listen(pool.clone(), options, state, known.clone()));
+        Self { known, task }
+    }
+
+    /// The version as last read, while it can be trusted.
+    pub(crate) fn known(&self) -> Option<u64> {
+        let known = self.known.load(Ordering::Acquire);
+        (known != UNKNOWN).then_some(known)
+    }
+}
+
+impl Drop for Push {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Follows notifications, reconnecting after failures, until the store's pool is closed.
+async fn listen(store: PgPool, options: PgConnectOptions, state: SqlStr, known: Arc<AtomicU64>) {
+    let set = |version: Option<u64>| known.store(version.unwrap_or(UNKNOWN), Ordering::Release);
+    let reconnecting = async {
+        loop {
+            // A pool of one per attempt: a connection that went silent may stay stuck
+            // (sqlx unlistens on it before returning it) without holding up the next.
+            let own = PgPoolOptions::new()
+                .max_connections(1)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                .connect_lazy_with(options.clone());
+            let Err(error) = follow(&own, &state, &set).await;
+            set(None);
+            tracing::warn!(%error, "push listener lost its connection; asking the database meanwhile");
+            sleep(RECONNECT).await;
+        }
+    };
+    tokio::select! {
+        () = store.close_event() => set(None),
+        () = reconnecting => {}
+    }
+}
+
+/// Follows notifications on one connection until it fails.
+async fn follow(
+    pool: &PgPool,
+    state: &SqlStr,
+    set: &impl Fn(Option<u64>),
+) -> Result<std::convert::Infallible, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen(CHANNEL).await?;
+    loop {
+        // Read on the listening connection: an answer proves it alive, and every
+        // notification received before it is reflected.
+        let read = sqlx::query_as::<_, (Option<i64>, bool)>(state.clone()).fetch_one(&mut listener);
+        let (version, on) = timeout(PROBE_TIMEOUT, read).await.map_err(|_| {
+            sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the listener's read timed out",
+            ))
+        })??;
+        set(on.then(|| version.unwrap_or(0) as u64));
+        match timeout(HEARTBEAT, listener.try_recv()).await {
+            // A heartbeat: read again.
+            Err(_) => {}
+            // Notifications: one read answers for every one that has arrived.
+            Ok(Ok(Some(_))) => while listener.next_buffered().is_some() {},
+            // Reconnected (and listening again): notifications may have been missed.
+            Ok(Ok(None)) => set(None),
+            Ok(Err(error)) => return Err(error),
+        }
+    }
+}
+
+/// The listener's read: the version and whether both tables notify.
+pub(crate) fn state_sql(schema: &str) -> SqlStr {
+    // Safe: `schema` is empty or an identifier checked by the store.
+    sqlx::AssertSqlSafe(
+        "SELECT (SELECT CAST(SUM(version) AS BIGINT) FROM {s}book_count), \
+         (SELECT COUNT(*) FROM pg_trigger WHERE tgname = 'books_notify' AND tgenabled <> 'D' \
+          AND tgrelid IN (to_regclass('{s}books'), to_regclass('{s}authors'))) = 2"
+            .replace("{s}", schema),
+    )
+    .into_sql_str()
+}
+
+/// Connection options, without printing the password.
+#[derive(Clone)]
+pub(super) struct Notify(PgConnectOptions);
+
+impl std::fmt::Debug for Notify {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Notify({}:{})", self.0.get_host(), self.0.get_port())
+    }
+}
+
+/// Push mode, on the store: the database's side ([`set_push`](PostgresStore::set_push)) and
+/// this process's ([`listening`](PostgresStore::listening)).
+impl PostgresStore {
+    /// This store's push listener connects with `options` (a direct connection to the
+    /// primary) instead of the pool's: behind a transaction pooler, `LISTEN` needs one.
+    pub fn notify_with(self, options: PgConnectOptions) -> Self {
+        Self {
+            notify: Some(Notify(options)),
+            ..self
+        }
+    }
+
+    /// This store with a push listener (a tokio task on one connection of its own, opened
+    /// with the pool's options or [`notify_with`](Self::notify_with)'s; call inside a
+    /// tokio runtime). While push mode is on for the database
+    /// ([`set_push`](Self::set_push)) and the listener is connected, the API's cache takes
+    /// the version the listener last read ([`Versions::known_version`](books_core::store::Versions::known_version)) instead of
+    /// asking per request: cached reads cost no query, but may be as old as the
+    /// staleness bound in [`push`](crate::push) (typically one notification and one round
+    /// trip; at most [`HEARTBEAT`](crate::push::HEARTBEAT) plus
+    /// [`PROBE_TIMEOUT`](crate::push::PROBE_TIMEOUT) when a connection dies silently). Otherwise
+    /// the cache asks, exactly as without a listener. The listener stops when the last
+    /// clone of the store is dropped or the pool is closed. Behind a
+    /// [pooler](Self::transaction_pooler) without [`notify_with`](Self::notify_with)
+    /// there is no connection to listen on: the store logs why and stays exact.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime (it spawns the listener's task).
+    pub fn listening(self) -> Self {
+        let options = match (&self.notify, self.session.pooler) {
+            (Some(Notify(direct)), _) => direct.clone(),
+            (None, false) => (*self.pool.connect_options()).clone(),
+            (None, true) => {
+                tracing::error!(
+                    "push mode needs a direct connection for LISTEN, which a transaction \
+                     pooler cannot give (notify_with): this store asks the database instead"
+                );
+                return self;
+            }
+        };
+        let state = state_sql(&self.sql_schema());
+        Self {
+            push: Some(Arc::new(Push::start(&self.pool, options, state))),
+            ..self
+        }
+    }
+
+    /// Turns push mode on or off for the database — every process and every writer,
+    /// the host's own SQL included — by attaching or dropping the `books_notify`
+    /// triggers (needs the right to alter the tables), and tells listeners at once.
+    /// Every write then notifies: PostgreSQL commits notifying transactions one at a
+    /// time, so writes slow down (BENCHMARKS.md measures by how much); it suits
+    /// read-mostly deployments. Safe to repeat.
+    pub async fn set_push(&self, on: bool) -> Result<(), Error> {
+        let s = self.sql_schema();
+        let mut tx = self.session.begin(&self.pool).await?;
+        for table in ["books", "authors"] {
+            // Safe: `s` is empty or a checked identifier and a dot.
+            let ddl = if on {
+                format!(
+                    "CREATE OR REPLACE TRIGGER books_notify \
+                     AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {s}{table} \
+                     FOR EACH STATEMENT EXECUTE FUNCTION {s}books_notify()"
+                )
+            } else {
+                format!("DROP TRIGGER IF EXISTS books_notify ON {s}{table}")
+            };
+            sqlx::raw_sql(AssertSqlSafe(ddl)).execute(&mut *tx).await?;
+        }
+        sqlx::query("SELECT pg_notify($1, 'push')")
+            .persistent(self.session.persistent())
+            .bind(CHANNEL)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// While [`listening`](Self::listening) in push mode: the version the listener last
+    /// read.
+    pub(crate) fn pushed_version(&self) -> Option<u64> {
+        self.push.as_ref().and_then(|push| push.known())
+    }
+}

@@ -1,0 +1,238 @@
+//! One statement as a store sends it: its dialect's placeholders, its arguments bound in
+//! the order they take them, or written into its text where it cannot be prepared.
+
+// Each store uses its own part of what is here: with its feature off, that part is unused.
+#![cfg_attr(
+    not(all(feature = "sqlite", feature = "postgres", feature = "mysql")),
+    allow(dead_code)
+)]
+
+use std::fmt::Write as _;
+
+use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
+
+use crate::queries::Arg;
+
+/// The SQL a store speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
+    /// MariaDB (`?` placeholders, taken in order; `CAST(… AS SIGNED)`).
+    MySql,
+}
+
+/// One statement as a store sends it.
+#[derive(Debug, Clone)]
+pub(crate) struct Statement {
+    /// The text with `$N` placeholders (a read's arguments are written into it where a
+    /// statement cannot be prepared: through a pooler, on a replica).
+    pub(crate) numbered: SqlStr,
+    /// The text as prepared (`?` placeholders on MariaDB).
+    pub(crate) text: SqlStr,
+    /// Which argument each placeholder binds, in order (0-based).
+    binds: Box<[usize]>,
+    dialect: Dialect,
+}
+
+impl Statement {
+    pub(crate) fn new(template: &str, schema: &str, dialect: Dialect) -> Self {
+        let int8 = if dialect == Dialect::MySql {
+            "SIGNED"
+        } else {
+            "BIGINT"
+        };
+        let numbered = template.replace("{s}", schema).replace("{int8}", int8);
+        let (text, binds) = match dialect {
+            Dialect::MySql => positional(&numbered),
+            _ => {
+                let count = numbers(&numbered).max().unwrap_or(0);
+                (numbered.clone(), (0..count).collect())
+            }
+        };
+        // Safe: `schema` is empty or an identifier checked by the store.
+        Self {
+            numbered: AssertSqlSafe(numbered).into_sql_str(),
+            text: AssertSqlSafe(text).into_sql_str(),
+            binds: binds.into(),
+            dialect,
+        }
+    }
+
+    /// The text with its arguments written in ([`inline`]), for where a statement cannot
+    /// be prepared (one message through a pooler, or to a replica).
+    pub(crate) fn inline(&self, args: &[Arg<'_>]) -> Result<String, sqlx::Error> {
+        inline(self.numbered.as_str(), args, self.dialect)
+    }
+
+    /// The statement with its arguments bound: each placeholder's from `args` (which may
+    /// hold more than it takes).
+    pub(crate) fn query<'a, DB>(
+        &self,
+        args: &[Arg<'a>],
+    ) -> sqlx::query::Query<'a, DB, DB::Arguments>
+    where
+        DB: sqlx::Database,
+        i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+        i32: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+        &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+        Option<&'a str>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+        chrono::DateTime<chrono::Utc>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+        &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    {
+        let mut query = sqlx::query(self.text.clone());
+        for arg in self.binds.iter().filter_map(|&at| args.get(at)) {
+            query = match *arg {
+                Arg::Int(value) => query.bind(value),
+                Arg::Int4(value) => query.bind(value),
+                Arg::Text(value) => query.bind(value),
+                Arg::Name(value) => query.bind(value),
+                Arg::Time(value) => query.bind(value),
+                Arg::Blob(value) => query.bind(value),
+            };
+        }
+        query
+    }
+}
+
+/// The numbers of `text`'s `$N` placeholders, in order.
+fn numbers(text: &str) -> impl Iterator<Item = usize> + '_ {
+    text.match_indices('$').filter_map(|(at, _)| {
+        let digits = text[at + 1..]
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len() - at - 1);
+        text[at + 1..at + 1 + digits].parse().ok()
+    })
+}
+
+/// `text` with each `$N` as `?`, and which argument each `?` takes.
+fn positional(text: &str) -> (String, Vec<usize>) {
+    let mut out = String::with_capacity(text.len());
+    let mut binds = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let digits = rest[at + 1..]
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len() - at - 1);
+        match rest[at + 1..at + 1 + digits].parse::<usize>() {
+            Ok(number) if number > 0 => {
+                out.push('?');
+                binds.push(number - 1);
+            }
+            _ => out.push('$'),
+        }
+        rest = &rest[at + 1 + digits..];
+    }
+    out.push_str(rest);
+    (out, binds)
+}
+
+/// `sql` with each `$N` replaced by the `N`th argument: integers as decimal literals,
+/// text as hexadecimal digits turned back into UTF-8 text by the database
+/// (`convert_from(decode('…', 'hex'), 'UTF8')` on PostgreSQL, `_utf8mb4 X'…'` on
+/// MariaDB), so nothing a client sends reaches the text but as digits, a sign and hex.
+/// Any other argument is an error.
+pub(crate) fn inline(sql: &str, args: &[Arg<'_>], dialect: Dialect) -> Result<String, sqlx::Error> {
+    let mut text = String::with_capacity(sql.len() + 16 * args.len());
+    let mut rest = sql;
+    while let Some(at) = rest.find('$') {
+        text.push_str(&rest[..at]);
+        let digits = rest[at + 1..]
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len() - at - 1);
+        let number: usize = rest[at + 1..at + 1 + digits]
+            .parse()
+            .map_err(|_| sqlx::Error::Protocol(format!("a lone `$` in {sql:?}")))?;
+        match number.checked_sub(1).and_then(|index| args.get(index)) {
+            Some(Arg::Int(value)) => write!(text, "{value}").expect("writing to a String"),
+            Some(Arg::Int4(value)) => write!(text, "{value}").expect("writing to a String"),
+            Some(Arg::Text(value)) if dialect != Dialect::Sqlite => {
+                let hex: String = value.bytes().map(|b| format!("{b:02x}")).collect();
+                match dialect {
+                    Dialect::MySql => write!(text, "_utf8mb4 X'{hex}'"),
+                    _ => write!(text, "convert_from(decode('{hex}', 'hex'), 'UTF8')"),
+                }
+                .expect("writing to a String");
+            }
+            _ => {
+                return Err(sqlx::Error::Protocol(format!(
+                    "argument ${number} of {sql:?} cannot be written in"
+                )));
+            }
+        }
+        rest = &rest[at + 1 + digits..];
+    }
+    text.push_str(rest);
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbered_placeholders_become_positional_ones() {
+        let (text, binds) = positional("a = $2 AND b = $1 AND c = $2 LIMIT $10");
+        assert_eq!(text, "a = ? AND b = ? AND c = ? LIMIT ?");
+        assert_eq!(binds, [1, 0, 1, 9]);
+        assert_eq!(positional("cost $ 5").0, "cost $ 5");
+    }
+
+    #[test]
+    fn numbered_dialects_bind_every_argument_up_to_the_greatest_number() {
+        let statement = Statement::new("x = $3 OR y = $1 OR z = $3", "", Dialect::Postgres);
+        assert_eq!(&*statement.binds, [0, 1, 2]);
+        assert_eq!(statement.text.as_str(), "x = $3 OR y = $1 OR z = $3");
+        let statement = Statement::new("x = $3 OR y = $1", "s.", Dialect::MySql);
+        assert_eq!(&*statement.binds, [2, 0]);
+        assert_eq!(statement.text.as_str(), "x = ? OR y = ?");
+        assert_eq!(statement.numbered.as_str(), "x = $3 OR y = $1");
+    }
+
+    #[test]
+    fn integers_are_written_in_by_number() {
+        let args: Vec<Arg> = (1..=11).map(|n| Arg::Int(n * 100)).collect();
+        assert_eq!(
+            inline(
+                "LIMIT $1 OFFSET $2 WHERE x > $11 - $2",
+                &args,
+                Dialect::Postgres
+            )
+            .unwrap(),
+            "LIMIT 100 OFFSET 200 WHERE x > 1100 - 200"
+        );
+        assert_eq!(
+            inline("id = $1", &[Arg::Int(-7)], Dialect::Postgres).unwrap(),
+            "id = -7",
+            "a sign and digits only"
+        );
+        assert_eq!(
+            inline("SELECT 1", &[], Dialect::Postgres).unwrap(),
+            "SELECT 1"
+        );
+    }
+
+    #[test]
+    fn nothing_but_integers_is_written_in() {
+        let pg = Dialect::Postgres;
+        assert!(inline("id = $2", &[Arg::Int(1)], pg).is_err(), "missing");
+        assert!(inline("id = $0", &[Arg::Int(1)], pg).is_err(), "no $0");
+        assert!(inline("cost $", &[], pg).is_err(), "a lone $");
+        assert!(inline("at = $1", &[Arg::Time(chrono::DateTime::UNIX_EPOCH)], pg).is_err());
+    }
+
+    #[test]
+    fn text_is_written_in_as_hex_digits() {
+        let hostile = [Arg::Text("'; DROP TABLE books; --é")];
+        let pg = inline("title = $1", &hostile, Dialect::Postgres).unwrap();
+        assert_eq!(
+            pg,
+            "title = convert_from(decode('273b2044524f50205441424c4520626f6f6b733b202d2dc3a9', \
+             'hex'), 'UTF8')"
+        );
+        let mysql = inline("title = $1", &hostile, Dialect::MySql).unwrap();
+        assert!(mysql.starts_with("title = _utf8mb4 X'273b"), "{mysql}");
+        assert!(inline("t = $1", &hostile, Dialect::Sqlite).is_err());
+    }
+}
