@@ -330,16 +330,17 @@ const SCHEMA_MYSQL: [&str; 2] = [
      title VARCHAR(255) NOT NULL, author_id BIGINT, year INT NOT NULL, \
      created_at DATETIME(6) NOT NULL, updated_at DATETIME(6) NOT NULL, \
      FOREIGN KEY (author_id) REFERENCES authors (id) ON DELETE SET NULL, \
-     INDEX books_year (year)) DEFAULT CHARSET = utf8mb4",
+     INDEX books_year (year), INDEX books_title (title)) DEFAULT CHARSET = utf8mb4",
 ];
 
-const SCHEMA: [&str; 4] = [
+const SCHEMA: [&str; 5] = [
     "CREATE TABLE IF NOT EXISTS authors (id BIGINT PRIMARY KEY, name TEXT)",
     "CREATE TABLE IF NOT EXISTS books (id {ID}, title TEXT NOT NULL, \
      author_id BIGINT REFERENCES authors (id) ON DELETE SET NULL, year INTEGER NOT NULL, \
      created_at {TS} NOT NULL, updated_at {TS} NOT NULL)",
     "CREATE INDEX IF NOT EXISTS books_author_id ON books (author_id)",
     "CREATE INDEX IF NOT EXISTS books_year ON books (year)",
+    "CREATE INDEX IF NOT EXISTS books_title ON books (title)",
 ];
 
 async fn connect(url: &str) -> Result<Db, sqlx::Error> {

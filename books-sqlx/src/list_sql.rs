@@ -1,8 +1,9 @@
 //! The SQL of a filtered or sorted list, written once for every database from a
 //! [`ListQuery`]: its `WHERE` and `ORDER BY`, every value a bound parameter (nothing a
 //! client sends is ever written into the text). The page and its total come from one
-//! statement, so from one snapshot; the sort's keys, then the id ascending, order both
-//! the ids of the page (a deferred join: the offset walks the keys' index) and the page.
+//! statement, so from one snapshot (a sort alone takes the total the triggers keep); the
+//! sort's keys, then the id ascending, order both the ids of the page (a deferred join:
+//! the offset walks the keys' index) and the page.
 
 use books_core::store::{ListQuery, SortField, fold_title};
 
@@ -117,7 +118,12 @@ impl ListSql {
             order.push("b.id".to_owned());
         }
         let order = order.join(", ");
-        let total = format!("(SELECT COUNT(*) FROM {{s}}books b{filtered})");
+        // A sort alone keeps every book: the count the triggers keep, not a scan.
+        let total = if conditions.is_empty() {
+            "(SELECT CAST(SUM(n) AS {int8}) FROM {s}book_count)".to_owned()
+        } else {
+            format!("(SELECT COUNT(*) FROM {{s}}books b{filtered})")
+        };
         let page = format!(
             "SELECT b.id, b.title, b.year, b.author_id, a.name AS author_name, b.created_at, \
              b.updated_at, {total} AS total, \
@@ -206,10 +212,29 @@ mod tests {
             let text = sql.page.text.as_str();
             assert!(!text.contains("DROP"), "{text}");
             assert!(!text.contains("2020") && !text.contains("2005"), "{text}");
-            assert_eq!(sql.args().len(), 7, "{dialect:?}");
+            // SQLite binds the title twice: the trigram match and the check.
+            let bound = if dialect == Dialect::Sqlite { 8 } else { 7 };
+            assert_eq!(sql.args().len(), bound, "{dialect:?}");
         }
         let sql = ListSql::new(Dialect::Postgres, "", &query);
         assert!(matches!(sql.args()[6], Arg::Text(t) if t == "%robert'); drop table books; --%"));
+    }
+
+    #[test]
+    fn a_sort_alone_counts_nothing() {
+        let sorted = ListQuery::new(0, 20).with_sort(vec![SortKey {
+            field: SortField::Year,
+            descending: true,
+        }]);
+        let mut filter = ListFilter::default();
+        filter.author_ids = vec![3];
+        let filtered = ListQuery::new(0, 20).with_filter(filter);
+        for dialect in [Dialect::Sqlite, Dialect::Postgres, Dialect::MySql] {
+            let sql = ListSql::new(dialect, "", &sorted);
+            assert!(!sql.page.text.as_str().contains("COUNT(*)"), "{dialect:?}");
+            let sql = ListSql::new(dialect, "", &filtered);
+            assert!(sql.page.text.as_str().contains("COUNT(*)"), "{dialect:?}");
+        }
     }
 
     #[test]
