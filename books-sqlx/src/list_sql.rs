@@ -136,9 +136,18 @@ impl ListSql {
             "SELECT CAST({total} AS {{int8}}), \
              (SELECT CAST(SUM(version) AS {{int8}}) FROM {{s}}book_count)"
         );
+        let (mut page, mut tally) = (
+            Statement::new(&page, schema, dialect),
+            Statement::new(&tally, schema, dialect),
+        );
+        // A plan for any pattern walks every book in id order (the trigram index is
+        // worth it only for a pattern the planner sees).
+        if filter.title.is_some() && dialect == Dialect::Postgres {
+            (page, tally) = (page.planned_per_run(), tally.planned_per_run());
+        }
         Self {
-            page: Statement::new(&page, schema, dialect),
-            tally: Statement::new(&tally, schema, dialect),
+            page,
+            tally,
             values,
         }
     }

@@ -33,6 +33,9 @@ pub(crate) struct Statement {
     /// Which argument each placeholder binds, in order (0-based).
     binds: Box<[usize]>,
     dialect: Dialect,
+    /// Whether the connection keeps it prepared (a named statement, which PostgreSQL may
+    /// run with a plan made for any arguments).
+    persistent: bool,
 }
 
 impl Statement {
@@ -56,6 +59,17 @@ impl Statement {
             text: AssertSqlSafe(text).into_sql_str(),
             binds: binds.into(),
             dialect,
+            persistent: true,
+        }
+    }
+
+    /// This statement planned anew for its arguments each time it runs, never kept
+    /// prepared: for one whose best plan depends on them (PostgreSQL's plan for a
+    /// `LIKE $1` without its pattern walks every book).
+    pub(crate) fn planned_per_run(self) -> Self {
+        Self {
+            persistent: false,
+            ..self
         }
     }
 
@@ -72,7 +86,7 @@ impl Statement {
         args: &[Arg<'a>],
     ) -> sqlx::query::Query<'a, DB, DB::Arguments>
     where
-        DB: sqlx::Database,
+        DB: sqlx::Database + sqlx::database::HasStatementCache,
         i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
         i32: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
         &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
@@ -80,7 +94,7 @@ impl Statement {
         chrono::DateTime<chrono::Utc>: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
         &'a [u8]: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     {
-        let mut query = sqlx::query(self.text.clone());
+        let mut query = sqlx::query(self.text.clone()).persistent(self.persistent);
         for arg in self.binds.iter().filter_map(|&at| args.get(at)) {
             query = match *arg {
                 Arg::Int(value) => query.bind(value),
