@@ -44,11 +44,15 @@ fn given(name: &str) -> bool {
     std::env::var_os(name).is_some()
 }
 
-/// Whether `path` exists; the probe runs again when that changes (a missing path makes
-/// cargo run it every build, which costs a few stat calls).
+/// Whether `path` exists; the probe runs again if it goes. A missing path is not watched:
+/// cargo would run this script, and rebuild the crate, on every build (a tool installed
+/// later shows after `touch books-sqlx/build.rs`, or a change of `PATH`).
 fn exists(path: &Path) -> bool {
-    println!("cargo::rerun-if-changed={}", path.display());
-    path.exists()
+    let found = path.exists();
+    if found {
+        println!("cargo::rerun-if-changed={}", path.display());
+    }
+    found
 }
 
 /// Whether `program` is on the `PATH`.
