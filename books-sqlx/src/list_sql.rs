@@ -124,12 +124,20 @@ impl ListSql {
         } else {
             format!("(SELECT COUNT(*) FROM {{s}}books b{filtered})")
         };
+        // SQLite would otherwise read every book in the sort's index order to join the
+        // page to them (no final sort), not the page's 20 ids to their books: a `CROSS
+        // JOIN` keeps its order as written (55 ms against 0.02 ms at 1M books, sorted).
+        let join = if dialect == Dialect::Sqlite {
+            "CROSS JOIN"
+        } else {
+            "JOIN"
+        };
         let page = format!(
             "SELECT b.id, b.title, b.year, b.author_id, a.name AS author_name, b.created_at, \
              b.updated_at, {total} AS total, \
              (SELECT CAST(SUM(version) AS {{int8}}) FROM {{s}}book_count) AS version \
              FROM (SELECT b.id FROM {{s}}books b{filtered} ORDER BY {order} LIMIT $1 OFFSET $2) p \
-             JOIN {{s}}books b ON b.id = p.id LEFT JOIN {{s}}authors a ON a.id = b.author_id \
+             {join} {{s}}books b ON b.id = p.id LEFT JOIN {{s}}authors a ON a.id = b.author_id \
              ORDER BY {order}"
         );
         let tally = format!(
