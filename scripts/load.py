@@ -826,7 +826,12 @@ def replicas_of(store, args):
                         request = urllib.request.Request(
                             f"http://127.0.0.1:18104/api/books/{book}", method="PUT",
                             data=f"title={title.replace(' ', '+')}&author_id=3&year=2020".encode())
-                        urllib.request.urlopen(request).read()
+                        try:
+                            urllib.request.urlopen(request).read()
+                        except urllib.error.HTTPError as e:
+                            if e.code == 404:  # an id a batch of creates left out (MariaDB)
+                                continue
+                            raise
                         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/books/{book}") as r:
                             if json.loads(r.read())["title"] != title:
                                 stale[0] += 1
