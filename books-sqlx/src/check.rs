@@ -9,7 +9,7 @@
 //! connection kept for it, opened with the pool's options on first use and again after a
 //! failure. A store over a host's pool checks through that pool: the host may set its
 //! connections up in `after_connect` (a role, a `search_path`, a key), which a
-//! connection opened from the options alone would miss. BENCHMARKS.md ("Exact mode")
+//! connection opened from the options alone would miss. docs/benchmark-history.md ("Exact mode")
 //! measures the difference.
 
 use std::time::Duration;

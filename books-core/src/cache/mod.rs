@@ -201,7 +201,7 @@ async fn read_version(store: &dyn BookStore, above: i64) -> Result<Reading, Stor
 /// cache of answers, `render`'s.
 ///
 /// `render` runs boxed, only on a miss or to re-render a kept page: a hit's future stays
-/// small enough for the allocator's fast path when a binding boxes it (BENCHMARKS.md,
+/// small enough for the allocator's fast path when a binding boxes it (docs/benchmark-history.md,
 /// "The fixed cost").
 pub(crate) async fn read_through<F, E>(
     cache: Option<&Cache>,
