@@ -20,14 +20,13 @@ unfiltered page 1's.
 """
 
 import argparse
-import os
 import shutil
 import sqlite3
 import statistics
 import subprocess
 import tempfile
 
-import load
+from loadrun import harness
 
 AUTHORS = 1_000
 PAGES = {
@@ -112,8 +111,8 @@ def bulk_load(store, ours, hand, books):
 
 
 def uncached(args):
-    load.run(["cargo", "build", "--release", "--bin", "books-api"], cwd=load.ROOT)
-    load.run(["cargo", "build", "--release", "-p", "books-benches", "--example", "handwritten"], cwd=load.ROOT)
+    harness.run(["cargo", "build", "--release", "--bin", "books-api"], cwd=harness.ROOT)
+    harness.run(["cargo", "build", "--release", "-p", "books-benches", "--example", "handwritten"], cwd=harness.ROOT)
     tmp = tempfile.mkdtemp(prefix="books-list-queries-")
     ports = {"ours": 18101, "handwritten": 18102}
     print(f"{args.books:,} books ({AUTHORS:,} authors, 26 years), our cache off; {args.rounds} rounds x "
@@ -122,13 +121,13 @@ def uncached(args):
     print("| store | page (include=author) | server | req/s | p99 | cost vs page 1 | ours / hand-written |")
     print("|---|---|---|---|---|---|---|")
     for store in args.stores.split(","):
-        url = load.prepare_store(store, tmp)
+        url = harness.prepare_store(store, tmp)
         hand_url = f"sqlite://{tmp}/handwritten.db" if store == "sqlite" else url
         procs = {}
         try:
-            procs["ours"] = load.start([load.SERVER, "--listen", f"127.0.0.1:{ports['ours']}", "--database-url",
+            procs["ours"] = harness.start([harness.SERVER, "--listen", f"127.0.0.1:{ports['ours']}", "--database-url",
                                         url, "--cache-entries", "0"], ports["ours"])
-            procs["handwritten"] = load.start([f"{load.RELEASE}/handwritten", hand_url,
+            procs["handwritten"] = harness.start([f"{harness.RELEASE}/handwritten", hand_url,
                                                f"127.0.0.1:{ports['handwritten']}"], ports["handwritten"])
             ours, hand = targets(store, tmp, url)
             bulk_load(store, ours, hand, args.books)
@@ -139,7 +138,7 @@ def uncached(args):
                 for page, query in PAGES.items():
                     for server, port in ports.items():
                         path = "/api/books?include=author" + query.format(author=int(first[server]) + 6)
-                        r = load.measure(procs[server], port, path, args.seconds, None, 8)
+                        r = harness.measure(procs[server], port, path, args.seconds, None, 8)
                         results.setdefault((page, server), []).append(r)
             for (page, server), rs in results.items():
                 base = results[("page 1", server)]
@@ -158,7 +157,7 @@ def uncached(args):
 
 
 def cached(args):
-    load.run(["cargo", "build", "--release", "--bin", "books-api"], cwd=load.ROOT)
+    harness.run(["cargo", "build", "--release", "--bin", "books-api"], cwd=harness.ROOT)
     tmp = tempfile.mkdtemp(prefix="books-list-queries-")
     port = 18103
     print(f"1,000 books, our cache on (exact mode); {args.rounds} rounds x {args.seconds}s, wrk -t1 -c16 on "
@@ -166,10 +165,10 @@ def cached(args):
     print("| store | page (include=author) | req/s | CPU µs/req | CPU vs page 1 |")
     print("|---|---|---|---|---|")
     for store in args.stores.split(","):
-        url = load.prepare_store(store, tmp)
-        proc = load.start([load.SERVER, "--listen", f"127.0.0.1:{port}", "--database-url", url], port)
+        url = harness.prepare_store(store, tmp)
+        proc = harness.start([harness.SERVER, "--listen", f"127.0.0.1:{port}", "--database-url", url], port)
         try:
-            load.fill_over_http(port, 1000)
+            harness.fill_over_http(port, 1000)
             results = {}
             # The books posted are by author 3 in 2020; a page past the last is a 404.
             pages = {page: query.replace("2010", "2020") for page, query in PAGES.items()
@@ -177,7 +176,7 @@ def cached(args):
             for _ in range(args.rounds):
                 for page, query in pages.items():
                     path = "/api/books?include=author" + query.format(author=3)
-                    results.setdefault(page, []).append(load.measure(proc, port, path, args.seconds, None, 16))
+                    results.setdefault(page, []).append(harness.measure(proc, port, path, args.seconds, None, 16))
             for page, rs in results.items():
                 ratio = statistics.median(r["cpu_us"] / b["cpu_us"] for r, b in zip(rs, results["page 1"]))
                 print(f"| {store} | {page} | {statistics.median(r['rps'] for r in rs):,.0f} | "
@@ -197,7 +196,7 @@ def main():
     parser.add_argument("--cached", action="store_true")
     args = parser.parse_args()
     if not shutil.which("wrk"):
-        load.run(["apt-get", "install", "-y", "-qq", "wrk"])
+        harness.run(["apt-get", "install", "-y", "-qq", "wrk"])
     (cached if args.cached else uncached)(args)
 
 
