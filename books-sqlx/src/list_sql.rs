@@ -7,8 +7,7 @@
 
 use books_core::store::{ListQuery, SortField, fold_title};
 
-use crate::queries::Arg;
-use crate::statement::{Dialect, Statement};
+use crate::statement::{Arg, Dialect, Statement};
 
 /// PostgreSQL's ASCII-only lowering of a title (its `lower()` lowers every letter): the
 /// expression its title indexes are built on.

@@ -14,19 +14,8 @@ use crate::batch::{Created, NewBook};
 use crate::error::OrStoreError;
 use crate::list_sql::ListSql;
 use crate::rows::{StoreRow, page};
-use crate::statement::Statement;
+use crate::statement::{Arg, Statement};
 use crate::statements::{RANGE, Statements};
-
-/// A value bound to a statement.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Arg<'a> {
-    Int(i64),
-    Int4(i32),
-    Text(&'a str),
-    Name(Option<&'a str>),
-    Time(DateTime<Utc>),
-    Blob(&'a [u8]),
-}
 
 /// Where a read may be answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,7 +151,7 @@ pub(crate) fn book_of(created: Created) -> Result<BookRecord, StoreError> {
     }
 }
 
-/// [`BookStore::idempotency_record`](books_core::store::BookStore::idempotency_record), on the
+/// [`IdempotentCreates::idempotency_record`](books_core::store::IdempotentCreates::idempotency_record), on the
 /// primary.
 pub(crate) async fn key_record(
     store: &impl StatementRunner,
@@ -178,7 +167,7 @@ pub(crate) async fn key_record(
         .transpose()
 }
 
-/// [`BookStore::forget_expired_keys`](books_core::store::BookStore::forget_expired_keys).
+/// [`IdempotentCreates::forget_expired_keys`](books_core::store::IdempotentCreates::forget_expired_keys).
 pub(crate) async fn forget_keys(
     store: &impl StatementRunner,
     now: DateTime<Utc>,

@@ -17,9 +17,9 @@ use sqlx::sqlite::{
 use crate::batch::{CreateWriter, Created, Creates, NewBook};
 use crate::check::{CheckSql, Checked, VersionCheck};
 use crate::error::OrStoreError;
-use crate::queries::{self, Arg, Read, StatementRunner, book_args};
+use crate::queries::{self, Read, StatementRunner, book_args};
 use crate::rows::StoreRow;
-use crate::statement::{Dialect, Statement};
+use crate::statement::{Arg, Dialect, Statement};
 use crate::statements::{Statements, check_sql};
 use crate::transactions::{insert_all, insert_in};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};

@@ -9,9 +9,19 @@
 
 use std::fmt::Write as _;
 
+use chrono::{DateTime, Utc};
 use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 
-use crate::queries::Arg;
+/// A value bound to a statement.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Arg<'a> {
+    Int(i64),
+    Int4(i32),
+    Text(&'a str),
+    Name(Option<&'a str>),
+    Time(DateTime<Utc>),
+    Blob(&'a [u8]),
+}
 
 /// The SQL a store speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,8 @@
 /// the inherent methods `tallied` (its version check) and `pushed_version`): every tier
 /// but the conditional writes, which each store's own file implements (each database
 /// locks differently).
+///
+/// [`StatementRunner`]: crate::queries::StatementRunner
 macro_rules! sql_store {
     ($store:ty) => {
         #[async_trait::async_trait]

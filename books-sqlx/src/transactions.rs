@@ -13,9 +13,9 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 
 use crate::batch::{Created, NewBook};
-use crate::queries::{Arg, book_args, key_args};
+use crate::queries::{book_args, key_args};
 use crate::rows::StoreRow;
-use crate::statement::Statement;
+use crate::statement::{Arg, Statement};
 use crate::statements::Statements;
 
 /// The bounds of a database these writes run on.

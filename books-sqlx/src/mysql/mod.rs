@@ -19,9 +19,9 @@ use self::replicas::Gtid;
 use crate::batch::Creates;
 use crate::check::{Checked, VersionCheck};
 use crate::error::{OrStoreError, is_deadlock};
-use crate::queries::{Arg, Read, StatementRunner};
+use crate::queries::{Read, StatementRunner};
 use crate::replicas::Replicas;
-use crate::statement::{Dialect, Statement};
+use crate::statement::{Arg, Dialect, Statement};
 use crate::statements::{Statements, check_sql_mysql};
 use crate::{ACQUIRE_TIMEOUT, Error, STATEMENT_TIMEOUT, migrate};
 

@@ -12,9 +12,9 @@ use sqlx::mysql::{MySql, MySqlRow};
 use super::{MySqlStore, retry_deadlock};
 use crate::batch::{self, CreateWriter, Created, NewBook};
 use crate::error::OrStoreError;
-use crate::queries::{self, Arg, book_args};
+use crate::queries::{self, book_args};
 use crate::rows::StoreRow;
-use crate::statement::Statement;
+use crate::statement::{Arg, Statement};
 use crate::transactions::{insert_in, keep_key, write_if};
 
 impl CreateWriter for MySqlStore {

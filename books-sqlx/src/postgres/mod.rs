@@ -22,9 +22,9 @@ use self::session::{Session, session_settings};
 use crate::batch::Creates;
 use crate::check::{CheckSql, Checked, VersionCheck};
 use crate::error::OrStoreError;
-use crate::queries::{Arg, Read, StatementRunner};
+use crate::queries::{Read, StatementRunner};
 use crate::replicas::Replicas;
-use crate::statement::{Dialect, Statement};
+use crate::statement::{Arg, Dialect, Statement};
 use crate::statements::{Statements, check_sql};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 

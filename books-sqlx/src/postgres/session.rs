@@ -25,8 +25,7 @@ use sqlx::postgres::{PgPool, PgRow, Postgres};
 use sqlx::{AssertSqlSafe, Transaction};
 
 use crate::STATEMENT_TIMEOUT;
-use crate::queries::Arg;
-use crate::statement::Statement;
+use crate::statement::{Arg, Statement};
 
 /// The session setting the store's own direct connections get once
 /// ([`PostgresStore::options`](crate::PostgresStore::options)).
