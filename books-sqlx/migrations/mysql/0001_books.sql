@@ -21,8 +21,10 @@ CREATE TABLE IF NOT EXISTS books (
     created_at DATETIME(6)  NOT NULL, -- UTC
     updated_at DATETIME(6)  NOT NULL, -- UTC
     -- The title as the title filter and sort compare it: ASCII letters lowered (MariaDB's
-    -- LOWER() lowers every letter), compared by code point without padding.
-    title_key  VARCHAR(255) COLLATE utf8mb4_nopad_bin AS (REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(title, 'A', 'a'), 'B', 'b'), 'C', 'c'), 'D', 'd'), 'E', 'e'), 'F', 'f'), 'G', 'g'), 'H', 'h'), 'I', 'i'), 'J', 'j'), 'K', 'k'), 'L', 'l'), 'M', 'm'), 'N', 'n'), 'O', 'o'), 'P', 'p'), 'Q', 'q'), 'R', 'r'), 'S', 's'), 'T', 't'), 'U', 'u'), 'V', 'v'), 'W', 'w'), 'X', 'x'), 'Y', 'y'), 'Z', 'z')) VIRTUAL,
+    -- LOWER() lowers every letter), compared by code point without padding. Stored, not
+    -- virtual: a title-filtered page walks the rows in id order, and computing this for
+    -- each row it passes made that walk 4x slower (8 ms against 2 ms at 20,000 books).
+    title_key  VARCHAR(255) COLLATE utf8mb4_nopad_bin AS (REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(REPLACE(title, 'A', 'a'), 'B', 'b'), 'C', 'c'), 'D', 'd'), 'E', 'e'), 'F', 'f'), 'G', 'g'), 'H', 'h'), 'I', 'i'), 'J', 'j'), 'K', 'k'), 'L', 'l'), 'M', 'm'), 'N', 'n'), 'O', 'o'), 'P', 'p'), 'Q', 'q'), 'R', 'r'), 'S', 's'), 'T', 't'), 'U', 'u'), 'V', 'v'), 'W', 'w'), 'X', 'x'), 'Y', 'y'), 'Z', 'z')) STORED,
     -- Also the index ON DELETE SET NULL looks books up by (an InnoDB index ends in the
     -- primary key: this one is (author_id, id), the author filter's order).
     CONSTRAINT books_author FOREIGN KEY (author_id) REFERENCES authors (id)
