@@ -145,14 +145,10 @@ def uncached(args):
                 cost = statistics.median(b["rps"] / r["rps"] for r, b in zip(rs, base))
                 versus = statistics.median(r["rps"] / h["rps"] for r, h in zip(results[(page, "ours")],
                                                                                results[(page, "handwritten")]))
-                bad = sum(r["non2xx"] for r in rs)
-                note = f" ({bad} non-2xx)" if bad else ""
-                print(f"| {store} | {page} | {server} | {statistics.median(r['rps'] for r in rs):,.0f}{note} | "
+                print(f"| {store} | {page} | {server} | {harness.rate(rs)} | "
                       f"{rs[-1]['p99']} | {cost:.2f}x | {versus:.2f}x |")
         finally:
-            for proc in procs.values():
-                proc.terminate()
-                proc.wait()
+            harness.stop(procs.values())
     shutil.rmtree(tmp, ignore_errors=True)
 
 

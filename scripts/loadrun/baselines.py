@@ -34,9 +34,11 @@ from loadrun.harness import (
     measure,
     open_connections,
     prepare_store,
+    rate,
     rss_kib,
     save_bodies,
     start,
+    stop,
 )
 
 
@@ -80,9 +82,7 @@ def bindings(args):
             report.append(f"| {name} | {target} | {rps:,.0f} | {cpu:.1f} | {ratio:.2f}x |")
         print("\n".join(report))
     finally:
-        for proc in procs.values():
-            proc.terminate()
-            proc.wait()
+        stop(procs.values())
 
 
 def metrics_cost(args):
@@ -113,9 +113,7 @@ def metrics_cost(args):
             print(f"| {name} | {mode} | {statistics.median(r['rps'] for r in rs):,.0f} | "
                   f"{statistics.median(r['cpu_us'] for r in rs):.1f} | {ratio:.3f}x |")
     finally:
-        for proc in procs.values():
-            proc.terminate()
-            proc.wait()
+        stop(procs.values())
 
 
 def cache_compare(args):
@@ -188,14 +186,10 @@ def cache_compare(args):
             for (name, target), rs in results.items():
                 pairs = zip(rs, results[(name, "hyper")])
                 ratio = statistics.median(a["cpu_us"] / b["cpu_us"] for a, b in pairs)
-                bad = sum(r["non2xx"] for r in rs)
-                note = f" ({bad} non-2xx)" if bad else ""
-                print(f"| {store} | {name} | {target} | {statistics.median(r['rps'] for r in rs):,.0f}{note} | "
+                print(f"| {store} | {name} | {target} | {rate(rs)} | "
                       f"{statistics.median(r['cpu_us'] for r in rs):.1f} | {ratio:.2f}x |")
         finally:
-            for proc in procs.values():
-                proc.terminate()
-                proc.wait()
+            stop(procs.values())
 
 
 def beside_baselines(args):
@@ -237,10 +231,7 @@ def beside_baselines(args):
                         return ""
                     pairs = zip(rs, results[(name, base)])
                     return f"{statistics.median(a['cpu_us'] / b['cpu_us'] for a, b in pairs):.2f}x"
-                rps = statistics.median(r["rps"] for r in rs)
-                bad = sum(r["non2xx"] for r in rs)
-                note = f" ({bad} non-2xx)" if bad else ""
-                report.append(f"| {name} | {target} | {rps:,.0f}{note} | {cpu:.1f} | {rs[-1]['p50']} | "
+                report.append(f"| {name} | {target} | {rate(rs)} | {cpu:.1f} | {rs[-1]['p50']} | "
                               f"{rs[-1]['p99']} | {ratio('hyper')} | {ratio('warp')} |")
             report.append("")
             if store == "memory":
@@ -271,7 +262,5 @@ def beside_baselines(args):
                     report.append(f"| {target} | {idle:,} | {at64:,} | {at1000:,} |")
                 report.append("")
         finally:
-            for proc in procs.values():
-                proc.terminate()
-                proc.wait()
+            stop(procs.values())
     print("\n".join(report))

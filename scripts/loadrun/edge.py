@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 
-from loadrun.harness import SERVER, fill_sqlite, measure, rss_kib, start, wrk
+from loadrun.harness import SERVER, fill_sqlite, measure, rate, rss_kib, start, stop, wrk
 
 
 XFF_LUA = """
@@ -75,15 +75,11 @@ def edge(args):
         for name, rs in results.items():
             base = results["list, identity" if name.startswith("list") else "ping"]
             ratio = statistics.median(a["cpu_us"] / b["cpu_us"] for a, b in zip(rs, base))
-            bad = sum(r["non2xx"] for r in rs)
-            note = f" ({bad} non-2xx)" if bad else ""
-            print(f"| {name} | {statistics.median(r['rps'] for r in rs):,.0f}{note} | "
+            print(f"| {name} | {rate(rs)} | "
                   f"{statistics.median(r['cpu_us'] for r in rs):.1f} | {ratio:.2f}x |")
         print()
     finally:
-        for proc in procs.values():
-            proc.terminate()
-            proc.wait()
+        stop(procs.values())
     lua = os.path.join(tmp, "xff.lua")
     with open(lua, "w") as f:
         f.write(XFF_LUA)

@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import time
 import urllib.error
@@ -59,6 +60,19 @@ def start(cmd, port, env=None):
         raise RuntimeError(f"{cmd[0]} exited: is port {port} taken?")
     return proc
 
+
+
+def stop(procs):
+    """Terminates each process and waits for it to end."""
+    for proc in procs:
+        proc.terminate()
+        proc.wait()
+
+
+def rate(runs):
+    """The median requests/s of `measure` runs, with how many answers were not 2xx."""
+    bad = sum(r["non2xx"] for r in runs)
+    return f"{statistics.median(r['rps'] for r in runs):,.0f}" + (f" ({bad} non-2xx)" if bad else "")
 
 def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:

@@ -32,8 +32,10 @@ from loadrun.harness import (
     fill_over_http,
     measure,
     prepare_store,
+    rate,
     run,
     start,
+    stop,
     wait_port,
 )
 
@@ -107,15 +109,11 @@ def pooler(args):
         for (work, name), rs in results.items():
             base = "direct, cache off" if "cache off" in name else "direct"
             ratio = statistics.median(a["rps"] / b["rps"] for a, b in zip(rs, results[(work, base)]))
-            bad = sum(r["non2xx"] for r in rs)
-            note = f" ({bad} non-2xx)" if bad else ""
             bouncer_us = f"{statistics.median(r['bouncer_us'] for r in rs):.1f}" if "pooled" in name else "—"
-            print(f"| {work} | {name} | {statistics.median(r['rps'] for r in rs):,.0f}{note} | {rs[-1]['p50']} | "
+            print(f"| {work} | {name} | {rate(rs)} | {rs[-1]['p50']} | "
                   f"{rs[-1]['p99']} | {statistics.median(r['cpu_us'] for r in rs):.1f} | {bouncer_us} | {ratio:.2f}x |")
     finally:
-        for proc in [*procs.values(), bouncer]:
-            proc.terminate()
-            proc.wait()
+        stop([*procs.values(), bouncer])
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -283,8 +281,6 @@ def replicas_of(store, args):
                   f"{statistics.median(r['replica_share'] for r in rs):.0%} | "
                   f"{sum(r['stale'] for r in rs)} / {sum(r['written'] for r in rs)} |")
     finally:
-        for proc in procs.values():
-            proc.terminate()
-            proc.wait()
+        stop(procs.values())
         stop_cluster()
     shutil.rmtree(tmp, ignore_errors=True)

@@ -28,10 +28,12 @@ from loadrun.harness import (
     fill_sqlite,
     measure,
     prepare_store,
+    rate,
     rss_kib,
     run,
     save_bodies,
     start,
+    stop,
 )
 
 
@@ -112,14 +114,10 @@ def versus(args):
             for (name, target), rs in results.items():
                 pairs = zip(rs, results[(name, "handwritten")])
                 ratio = statistics.median(a["rps"] / b["rps"] for a, b in pairs)
-                bad = sum(r["non2xx"] for r in rs)
-                note = f" ({bad} non-2xx)" if bad else ""
-                print(f"| {store} | {name} | {target} | {statistics.median(r['rps'] for r in rs):,.0f}{note} | "
+                print(f"| {store} | {name} | {target} | {rate(rs)} | "
                       f"{rs[-1]['p99']} | {statistics.median(r['cpu_us'] for r in rs):.1f} | {ratio:.2f}x |")
         finally:
-            for proc in procs.values():
-                proc.terminate()
-                proc.wait()
+            stop(procs.values())
     shutil.rmtree(tmp, ignore_errors=True)
 
 
