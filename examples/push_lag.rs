@@ -74,7 +74,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             writer.create(&book, chrono::Utc::now()).await?;
             let acknowledged = Instant::now();
             let version = writer.version().await?;
-            while listener.known_version() < Some(version) {
+            while listener
+                .known_version()
+                .is_none_or(|known| known.count < version.count)
+            {
                 tokio::task::yield_now().await;
             }
             lags.push(acknowledged.elapsed());

@@ -1,8 +1,7 @@
 //! The books API server: the HTTP/1.1 and HTTP/2 connection loop ([`serve`]) with
 //! timeouts, request ids and load shedding, CORS ([`Cors`]) and per-client rate limits
 //! ([`RateLimit`]), together the [`ClientPolicy`]; the operator endpoints ([`Operations`]: `/livez`, `/readyz`,
-//! `/metrics`); the command line ([`Options`]); and opening a store by URL
-//! ([`open_store`]). The binary (`cargo run --release`) puts them together; the
+//! `/metrics`); the command line ([`Options`]); and the store a URL names ([`Store`]). The binary (`cargo run --release`) puts them together; the
 //! repository's README covers running, embedding and configuring it.
 
 /// The README's examples, compiled and run as doc tests (kept out of the rendered docs,
@@ -35,10 +34,9 @@ pub use ops::{LIVEZ, METRICS, Operations, READYZ, install_metrics, serve_metrics
 pub use options::{LogFormat, Options};
 pub use rate_limit::{RATELIMIT, RATELIMIT_POLICY, RateLimit};
 pub use serve::{ClientPolicy, Limits, serve, serve_with};
-pub use store::{ServerStore, StoreOptions, open_store};
+pub use store::Store;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 
 use books_core::BooksApi;
 
@@ -51,20 +49,10 @@ pub enum Error {
         "unsupported database URL {0:?} (expected sqlite:…, postgres://…, mysql://…, or memory)"
     )]
     UnknownDatabase(String),
-    /// A flag for another database: push mode and a pooler are PostgreSQL's, replicas
-    /// PostgreSQL's and MariaDB's.
-    #[error("{0} does not apply to this database (see --help)")]
-    NotForThisDatabase(&'static str),
-    /// Push mode through a transaction pooler without a direct URL to listen on.
-    #[error(
-        "push mode listens for the database's notifications, which a transaction pooler \
-         does not pass on: give a direct PostgreSQL URL with --notify-url"
-    )]
-    PushNeedsDirectConnection,
     /// A `--cors-origin` that is no origin.
     #[error(transparent)]
     Cors(#[from] InvalidOrigin),
-    /// Connecting or migrating failed.
+    /// The database URL or its settings, connecting or migrating.
     #[error(transparent)]
     Database(#[from] books_sqlx::Error),
     /// Loading the demo data failed.
@@ -88,14 +76,11 @@ pub fn causes<'a>(
 /// Opens the store `options` name, migrates it, loads the demo data into an empty one,
 /// and builds the API for a server listening on `local`; the store comes back too (for
 /// its pool metrics).
-pub async fn build_api(
-    options: &Options,
-    local: SocketAddr,
-) -> Result<(BooksApi, Arc<dyn ServerStore>), Error> {
-    let store = open_store(&options.store()).await?;
+pub async fn build_api(options: &Options, local: SocketAddr) -> Result<(BooksApi, Store), Error> {
+    let store = Store::open(&options.database_url, &options.store_settings()).await?;
     let config = options.config(local);
-    if books_core::demo::load_if_empty(&*store, config.now()).await? {
+    if store.load_demo_if_empty(config.now()).await? {
         tracing::info!("loaded demo data into the empty database");
     }
-    Ok((BooksApi::from_arc(store.clone(), config), store))
+    Ok((store.api(config), store))
 }

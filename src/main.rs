@@ -58,7 +58,7 @@ async fn run(options: Options) -> Result<(), books_api::Error> {
         metrics: None,
     };
     if options.metrics {
-        let handle = books_api::install_metrics(store)?;
+        let handle = books_api::install_metrics(move || store.pools())?;
         match options.metrics_listen {
             Some(address) => {
                 let listener = TcpListener::bind(address).await?;

@@ -2,7 +2,6 @@
 
 use std::convert::Infallible;
 use std::io;
-use std::sync::Arc;
 use std::time::Duration;
 
 use books_core::BooksApi;
@@ -15,8 +14,11 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 
+use books_sqlx::PoolState;
+use metrics::gauge;
+
+use crate::Error;
 use crate::response::{Response, text};
-use crate::{Error, ServerStore};
 
 /// Liveness: answers 200 while the process serves requests at all.
 pub const LIVEZ: &str = "/livez";
@@ -95,9 +97,13 @@ impl Operations {
 }
 
 /// Installs the process's Prometheus recorder and starts a task that refreshes the pool
-/// gauges of `store` and the exporter's histograms every second. Serve the handle at
-/// [`METRICS`] through [`Operations`], or on an address of its own with [`serve_metrics`].
-pub fn install_metrics(store: Arc<dyn ServerStore>) -> Result<PrometheusHandle, Error> {
+/// gauges (`books_db_pool_connections{pool, state}`, `state` `idle` or `in_use`, and
+/// `books_db_pool_max_connections{pool}`) from `pools` and the exporter's histograms
+/// every second. Serve the handle at [`METRICS`] through [`Operations`], or on an address
+/// of its own with [`serve_metrics`].
+pub fn install_metrics(
+    pools: impl Fn() -> Vec<PoolState> + Send + 'static,
+) -> Result<PrometheusHandle, Error> {
     let handle = PrometheusBuilder::new()
         .set_buckets(&BUCKETS)?
         .install_recorder()?;
@@ -106,11 +112,20 @@ pub fn install_metrics(store: Arc<dyn ServerStore>) -> Result<PrometheusHandle, 
         let mut every = tokio::time::interval(Duration::from_secs(1));
         loop {
             every.tick().await;
-            store.record_pool_metrics();
+            for pool in pools() {
+                record_pool(pool);
+            }
             upkeep.run_upkeep();
         }
     });
     Ok(handle)
+}
+
+fn record_pool(pool: PoolState) {
+    let (name, in_use) = (pool.name, pool.size.saturating_sub(pool.idle));
+    gauge!("books_db_pool_connections", "pool" => name.clone(), "state" => "idle").set(pool.idle);
+    gauge!("books_db_pool_connections", "pool" => name.clone(), "state" => "in_use").set(in_use);
+    gauge!("books_db_pool_max_connections", "pool" => name).set(pool.max);
 }
 
 /// Answers every request on `listener` with the metrics (any path, like Prometheus

@@ -256,9 +256,9 @@ impl Options {
             .with_idempotency_ttl(Duration::from_secs(self.idempotency_ttl))
     }
 
-    /// The database settings.
-    pub fn store(&self) -> crate::StoreOptions {
-        let mut store = crate::StoreOptions::new(&self.database_url);
+    /// The database settings beside its URL.
+    pub fn store_settings(&self) -> books_sqlx::StoreSettings {
+        let mut store = books_sqlx::StoreSettings::default();
         store.push = self.push;
         store.transaction_pooler = self.transaction_pooler;
         store.notify_url.clone_from(&self.notify_url);

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use books_api::{Limits, Operations};
-use books_core::{BooksApi, Config};
+use books_core::Config;
 use bytes::Bytes;
 use http::Response;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -108,13 +108,14 @@ fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_requests_by_route_template() {
     let _alone = IN_PROCESS.lock().await;
-    let store = books_api::open_store(&books_api::StoreOptions::new(&scratch_sqlite()))
+    let store = books_api::Store::open(&scratch_sqlite(), &Default::default())
         .await
         .unwrap();
-    let handle = books_api::install_metrics(store.clone()).expect("the only recorder");
+    let pools = store.clone();
+    let handle = books_api::install_metrics(move || pools.pools()).expect("the only recorder");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let api = BooksApi::from_arc(store, Config::default().with_body_limit(16));
+    let api = store.api(Config::default().with_body_limit(16));
     let operations = Operations {
         metrics: Some(handle),
         ..Operations::default()
@@ -304,7 +305,7 @@ async fn request_ids_reach_the_logs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn excess_requests_are_shed_at_once() {
     let _alone = IN_PROCESS.lock().await;
-    let store = books_api::open_store(&books_api::StoreOptions::new("memory"))
+    let store = books_api::Store::open("memory", &Default::default())
         .await
         .unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -313,7 +314,7 @@ async fn excess_requests_are_shed_at_once() {
         max_in_flight: 1,
         ..Limits::default()
     };
-    let api = BooksApi::from_arc(store, Config::default());
+    let api = store.api(Config::default());
     tokio::spawn(books_api::serve(
         listener,
         api,

@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use books_api::{Limits, Options, ServerStore};
+use books_api::{Limits, Options, Store};
+use books_core::Config;
+use books_core::store::AuthorStore;
 use books_core::testing::Harness;
-use books_core::{BooksApi, Config};
 use bytes::Bytes;
 use clap::Parser;
 use http::{Request, Response, StatusCode};
@@ -24,19 +25,19 @@ struct Running {
     addr: SocketAddr,
     /// Whether the harness talks HTTP/2 (prior knowledge) rather than HTTP/1.1.
     http2: bool,
-    store: std::sync::Arc<dyn ServerStore>,
+    store: Store,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 impl Running {
     async fn start(database_url: &str, config: Config, limits: Limits) -> Running {
-        let store = books_api::open_store(&books_api::StoreOptions::new(database_url))
+        let store = Store::open(database_url, &Default::default())
             .await
             .expect("store");
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let api = BooksApi::from_arc(store.clone(), config);
+        let api = store.api(config);
         let (stop, stopped) = oneshot::channel();
         let task = tokio::spawn(books_api::serve(listener, api, limits, async {
             let _ = stopped.await;
@@ -419,23 +420,26 @@ fn cli_flags_parse() {
 
 #[tokio::test]
 async fn unknown_database_url_is_refused() {
+    use books_api::Error::{Database, UnknownDatabase};
+    use books_sqlx::Error::NotForThisDatabase;
+    let plain = books_sqlx::StoreSettings::default();
     assert!(matches!(
-        books_api::open_store(&books_api::StoreOptions::new("oracle://x")).await,
-        Err(books_api::Error::UnknownDatabase(_))
+        Store::open("oracle://x", &plain).await,
+        Err(UnknownDatabase(_))
     ));
     for url in ["memory", "mysql://x"] {
-        let mut push = books_api::StoreOptions::new(url);
+        let mut push = books_sqlx::StoreSettings::default();
         push.push = Some(true);
         assert!(matches!(
-            books_api::open_store(&push).await,
-            Err(books_api::Error::NotForThisDatabase("--push"))
+            Store::open(url, &push).await,
+            Err(Database(NotForThisDatabase("--push")))
         ));
     }
-    let mut replicas = books_api::StoreOptions::new("sqlite::memory:");
+    let mut replicas = books_sqlx::StoreSettings::default();
     replicas.replica_urls = vec!["sqlite::memory:".into()];
     assert!(matches!(
-        books_api::open_store(&replicas).await,
-        Err(books_api::Error::NotForThisDatabase("--replica-url"))
+        Store::open("sqlite::memory:", &replicas).await,
+        Err(Database(NotForThisDatabase("--replica-url")))
     ));
 }
 

@@ -9,7 +9,7 @@ use http::{Method, Request, Response, StatusCode};
 use http_body::Body;
 use tracing::Instrument;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, VersionSource};
 use crate::compression;
 use crate::conditional;
 use crate::config::Config;
@@ -21,7 +21,7 @@ use crate::query;
 use crate::render;
 use crate::request_id::{REQUEST_ID, RequestId};
 use crate::route::{Endpoint, Routed, UNMATCHED, route};
-use crate::store::{BookStore, StoreError, Tiers};
+use crate::store::{BookStore, StoreError, StoreTiers, Tiers};
 
 mod reads;
 mod writes;
@@ -37,7 +37,8 @@ pub struct BooksApi {
 
 #[derive(Debug)]
 struct Inner {
-    store: Arc<dyn BookStore>,
+    /// The store and its tiers, settled when the API was built.
+    store: StoreTiers,
     config: Config,
     /// The OpenAPI document as served, made on its first request (making it parses and
     /// writes the whole document: most of what building an API cost, BENCHMARKS.md).
@@ -61,15 +62,20 @@ type Handled = Result<Response<Bytes>, Problem>;
 type RenderedPing = (i64, Response<Bytes>);
 
 impl BooksApi {
-    /// An API serving `store` as `config` says.
+    /// An API serving `store` as `config` says, with the tiers its
+    /// [`capabilities`](BookStore::capabilities) name.
     pub fn new(store: impl BookStore, config: Config) -> Self {
         Self::from_arc(Arc::new(store), config)
     }
 
     /// An API over a store that is already shared.
-    pub fn from_arc(store: Arc<dyn BookStore>, config: Config) -> Self {
-        let versions = store.capabilities().versions().is_some();
-        let cache = config.cache().map(|limits| Cache::new(limits, versions));
+    pub fn from_arc<S: BookStore>(store: Arc<S>, config: Config) -> Self {
+        let store = store.capabilities().settled();
+        let source = store.versions.clone().map(|versions| VersionSource {
+            versions,
+            tally: store.tally.clone(),
+        });
+        let cache = config.cache().map(|limits| Cache::new(limits, source));
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -93,7 +99,7 @@ impl BooksApi {
     /// versions nothing is cached, without conditional writes `If-Match` gets 501, without
     /// idempotent creates `Idempotency-Key` gets 501 (see [`crate::store`]).
     pub fn tiers(&self) -> Tiers {
-        self.inner.store.capabilities().tiers()
+        self.inner.store.names()
     }
 
     /// Whether `path` lies under the mount prefix. A binding hands every other path
@@ -209,7 +215,7 @@ impl BooksApi {
     /// Whether the store answers: one cheap store call ([`BookStore::ready`]). Fold it
     /// into a readiness probe with a timeout of your own (the core has no timer).
     pub async fn ready(&self) -> Result<(), StoreError> {
-        store_call("ready", self.inner.store.ready()).await
+        store_call("ready", self.inner.store.data.ready()).await
     }
 
     /// The answer of the endpoint a request was routed to.

@@ -309,7 +309,7 @@ mod tests {
 
     #[test]
     fn compressed_bodies_are_kept_by_their_identity_tag() {
-        let cache = Cache::new(crate::config::CacheLimits::default(), false);
+        let cache = Cache::new(crate::config::CacheLimits::default(), None);
         let body = Bytes::from("x".repeat(4096));
         let tag = HeaderValue::from_static("\"7\"");
         let once = compressed(Some(&cache), Some(tag.clone()), Coding::Gzip, &body).unwrap();

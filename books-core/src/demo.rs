@@ -102,6 +102,20 @@ pub async fn load_if_empty<S>(store: &S, now: DateTime<Utc>) -> Result<bool, Sto
 where
     S: BookStore + AuthorStore + ?Sized,
 {
+    load_with_authors(store, store, now).await
+}
+
+/// [`load_if_empty`], the authors added and removed through `authors` (for a store whose
+/// authors a host writes some other way).
+pub async fn load_with_authors<S, A>(
+    store: &S,
+    authors: &A,
+    now: DateTime<Utc>,
+) -> Result<bool, StoreError>
+where
+    S: BookStore + ?Sized,
+    A: AuthorStore + ?Sized,
+{
     if store.list(&ListQuery::new(0, 1)).await?.total > 0 {
         return Ok(false);
     }
@@ -114,7 +128,7 @@ where
         let author_id = match known {
             Some(&(_, id)) if author != Some("(removed)") => id,
             _ => {
-                let id = store
+                let id = authors
                     .add_author(author.filter(|a| *a != "(removed)"))
                     .await?;
                 if author == Some("(removed)") {
@@ -133,10 +147,10 @@ where
         store.create(&book, now).await?;
     }
     for name in MORE_AUTHORS {
-        store.add_author(Some(name)).await?;
+        authors.add_author(Some(name)).await?;
     }
     for id in removed {
-        store.remove_author(id).await?;
+        authors.remove_author(id).await?;
     }
     Ok(true)
 }

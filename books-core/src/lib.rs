@@ -24,7 +24,7 @@
 //! #   async fn update(&self, _: i64, _: &BookInput, _: chrono::DateTime<chrono::Utc>) -> Result<Option<BookRecord>, StoreError> { Ok(None) }
 //! #   async fn delete(&self, _: i64) -> Result<bool, StoreError> { Ok(false) }
 //! #   async fn author_exists(&self, _: i64) -> Result<bool, StoreError> { Ok(false) }
-//! #   fn capabilities(&self) -> Capabilities<'_> { Capabilities::none() }
+//! #   fn capabilities(self: std::sync::Arc<Self>) -> Capabilities<Self> { Capabilities::of(self) }
 //! # }
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! let api = BooksApi::new(NoStore, Config::default());

@@ -10,6 +10,7 @@
 //! | [`REJECTIONS`] | counter | `reason` |
 //! | [`CACHE`] | counter | `outcome` (`hit`, `miss`) |
 //! | [`IDEMPOTENCY`] | counter | `outcome` (`stored`, `replayed`, `conflict`, `mismatch`) |
+//! | [`CACHE_REWRITES`] | counter | — |
 //!
 //! `route` is the route template relative to the prefix (`/books/{id}`, never the raw
 //! path), or `unmatched`; `method` is one the API knows or `other`. Every label therefore
@@ -175,6 +176,16 @@ pub const IDEMPOTENCY: &str = "books_idempotency_keys_total";
 /// Counts a keyed create's outcome.
 pub(crate) fn idempotency(outcome: &'static str) {
     counter!(IDEMPOTENCY, "outcome" => outcome).increment(1);
+}
+
+/// Version checks that found the store's history rewritten (a failover that lost
+/// writes, a restored backup, a database created again), each dropping every cached
+/// answer (counter).
+pub const CACHE_REWRITES: &str = "books_cache_history_rewrites_total";
+
+/// Counts a rewritten history.
+pub(crate) fn cache_rewritten() {
+    counter!(CACHE_REWRITES).increment(1);
 }
 
 /// Counts a cache lookup.

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use books_core::store::{
     BookInput, BookPage, BookRecord, BookStore, Capabilities, Conditional, ConditionalWrites,
     IdempotencyKey, IdempotencyRecord, IdempotentCreates, KeyedCreate, ListQuery, Precondition,
-    StoreError, Versions,
+    StoreError, Version, Versions,
 };
 use books_core::{BooksApi, Config};
 use chrono::{DateTime, Utc};
@@ -53,17 +53,17 @@ impl BookStore for Failing {
     async fn author_exists(&self, _: i64) -> Result<bool, StoreError> {
         Err(self.error())
     }
-    fn capabilities(&self) -> Capabilities<'_> {
-        Capabilities::none()
-            .with_versions(self)
-            .with_conditional_writes(self)
-            .with_idempotent_creates(self)
+    fn capabilities(self: std::sync::Arc<Self>) -> Capabilities<Self> {
+        Capabilities::of(self)
+            .versions()
+            .conditional_writes()
+            .idempotent_creates()
     }
 }
 
 #[async_trait]
 impl Versions for Failing {
-    async fn version(&self) -> Result<u64, StoreError> {
+    async fn version(&self) -> Result<Version, StoreError> {
         Err(self.error())
     }
     async fn list_versioned(&self, _: &ListQuery) -> Result<(BookPage, u64), StoreError> {

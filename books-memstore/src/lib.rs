@@ -28,7 +28,7 @@ use async_trait::async_trait;
 use books_core::store::{
     AuthorStore, BookInput, BookPage, BookRecord, BookStore, BooksTally, Capabilities, Conditional,
     ConditionalWrites, IdempotencyKey, IdempotencyRecord, IdempotentCreates, KeyedCreate,
-    ListQuery, Precondition, StoreError, VersionTally, Versions,
+    ListQueries, ListQuery, Precondition, StoreError, Version, VersionTally, Versions,
 };
 use chrono::{DateTime, Utc};
 
@@ -217,21 +217,21 @@ impl BookStore for MemStore {
         Ok(())
     }
 
-    fn capabilities(&self) -> Capabilities<'_> {
-        Capabilities::none()
-            .with_versions(self)
-            .with_version_tally(self)
-            .with_conditional_writes(self)
-            .with_idempotent_creates(self)
-            .with_list_queries()
+    fn capabilities(self: Arc<Self>) -> Capabilities<Self> {
+        Capabilities::of(self)
+            .version_tally()
+            .conditional_writes()
+            .idempotent_creates()
+            .list_queries()
     }
 }
 
 /// The version in memory: every write of the store bumps it under the state's lock.
 #[async_trait]
 impl Versions for MemStore {
-    async fn version(&self) -> Result<u64, StoreError> {
-        Ok(self.read().version)
+    /// One history: nothing but this process writes the store.
+    async fn version(&self) -> Result<Version, StoreError> {
+        Ok(Version::new(0, self.read().version))
     }
 
     async fn list_versioned(&self, query: &ListQuery) -> Result<(BookPage, u64), StoreError> {
@@ -245,14 +245,14 @@ impl Versions for MemStore {
     }
 
     /// Always known: the version lives in this process.
-    fn known_version(&self) -> Option<u64> {
-        Some(self.read().version)
+    fn known_version(&self) -> Option<Version> {
+        Some(Version::new(0, self.read().version))
     }
 }
 
 #[async_trait]
 impl VersionTally for MemStore {
-    async fn tallied_version(&self, above: i64) -> Result<(u64, BooksTally), StoreError> {
+    async fn tallied_version(&self, above: i64) -> Result<(Version, BooksTally), StoreError> {
         let state = self.read();
         let count_above = match above.checked_add(1) {
             Some(next) => state.books.range(next..).count() as u64,
@@ -265,9 +265,12 @@ impl VersionTally for MemStore {
             above,
             count_above,
         };
-        Ok((state.version, tally))
+        Ok((Version::new(0, state.version), tally))
     }
 }
+
+/// Filters and sorts under the read lock, from the same state as the total.
+impl ListQueries for MemStore {}
 
 /// The check and the write under one lock.
 #[async_trait]

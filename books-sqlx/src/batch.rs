@@ -23,7 +23,7 @@ pub(crate) const MAX_BATCH: usize = 128;
 /// One create: the book, its timestamp, and its idempotency key if it has one (its
 /// record is written in the same transaction as the book).
 #[derive(Debug)]
-pub(crate) struct NewBook {
+pub struct NewBook {
     pub(crate) book: BookInput,
     pub(crate) now: DateTime<Utc>,
     pub(crate) key: Option<IdempotencyKey>,

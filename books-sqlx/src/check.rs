@@ -9,21 +9,21 @@
 //! connection kept for it, opened with the pool's options on first use and again after a
 //! failure. A store over a host's pool checks through that pool: the host may set its
 //! connections up in `after_connect` (a role, a `search_path`, a key), which a
-//! connection opened from the options alone would miss. docs/benchmark-history.md ("Exact mode")
-//! measures the difference.
+//! connection opened from the options alone would miss. (`scripts/load.py --cache
+//! --stores postgres` measures exact mode's cost per cached answer.)
 
 use std::time::Duration;
 
-use books_core::store::{BooksTally, StoreError};
+use books_core::store::{BooksTally, StoreError, Version};
 use futures_util::future::BoxFuture;
-use sqlx::{
-    AssertSqlSafe, ConnectOptions, Database, Encode, Executor, FromRow, IntoArguments, Pool,
-    SqlSafeStr, SqlStr, Type,
-};
+use sqlx::{ConnectOptions, Pool};
 use tokio::sync::Mutex;
 use tokio::time::timeout;
 
+use crate::driver::Driver;
 use crate::error::OrStoreError;
+use crate::rows::StoreRow;
+use crate::statement::{Arg, Dialect, Statement};
 
 /// The longest a check may take on its own connection, connecting included, before it
 /// counts as unavailable (503) and its connection is dropped (a connection that went
@@ -32,37 +32,70 @@ pub(crate) const CHECK_TIMEOUT: Duration = crate::ACQUIRE_TIMEOUT;
 
 /// What a check read.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Checked {
+pub struct Checked {
     /// The store's version.
-    pub(crate) version: i64,
+    pub(crate) version: Version,
     /// The books' tally, read with the version.
     pub(crate) books: BooksTally,
 }
 
-/// The check's statement ([`check_sql`](crate::statements::check_sql)) with the id it counts
-/// above and the previous version written in: parameters' placeholders, or the numbers.
-pub(crate) type CheckSql = Box<dyn Fn(&str, &str) -> String + Send + Sync>;
+/// The check's statement for tables behind `schema` (`$1`: the id the tally counts
+/// above, `$2`: the previous check's count): in one snapshot the version's count,
+/// `changes`, the total, and — unless the count is still the previous check's, which
+/// spares cached reads between writes two index scans and a look-up per check — the
+/// greatest id, how many books have an id greater than `$1`, and the history.
+fn check_sql(dialect: Dialect) -> String {
+    let history = history_sql(dialect);
+    format!(
+        "SELECT v, c, n, \
+         CASE WHEN v = $2 THEN NULL ELSE (SELECT COALESCE(MAX(id), 0) FROM {{s}}books) END, \
+         CASE WHEN v = $2 THEN NULL ELSE (SELECT COUNT(*) FROM {{s}}books WHERE id > $1) END, \
+         CASE WHEN v = $2 THEN NULL ELSE {history} END \
+         FROM (SELECT CAST(SUM(version) AS {{int8}}) AS v, CAST(SUM(changes) AS {{int8}}) AS c, \
+         CAST(SUM(n) AS {{int8}}) AS n FROM {{s}}book_count) t"
+    )
+}
+
+/// The database's history as a `BIGINT` expression, for the counters in `{s}book_count`
+/// (`{db}`: MariaDB's database of them as a string literal, or `NULL` for the
+/// connection's).
+pub(crate) fn history_sql(dialect: Dialect) -> &'static str {
+    match dialect {
+        // The timeline (a promoted standby starts a new one) and the counter table's
+        // file (a restore, or a database created again, writes a new one).
+        Dialect::Postgres => {
+            "hashtextextended(substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) || '/' \
+             || pg_relation_filenode('{s}book_count')::text, 0)"
+        }
+        // The server (a promoted replica, another Galera node) and when the counter table
+        // was created (a restore, a database created again).
+        Dialect::MySql => {
+            "CAST(CONV(LEFT(MD5(CONCAT(@@server_id, '/', COALESCE((SELECT CREATE_TIME \
+             FROM information_schema.TABLES WHERE TABLE_SCHEMA = COALESCE({db}, DATABASE()) \
+             AND TABLE_NAME = 'book_count'), ''))), 15), 16, 10) AS SIGNED)"
+        }
+        // One file, which nothing replaces under a running store (docs/stores.md).
+        Dialect::Sqlite => "0",
+    }
+}
 
 /// A store's check, shared by its clones.
-pub(crate) struct VersionCheck<DB: Database> {
-    /// The statement, with its two parameters (the id it counts above, the previous
-    /// version).
-    sql: SqlStr,
-    /// Sent with the simple protocol (a transaction pooler: no named statement), the
-    /// numbers written into the statement.
-    simple: Option<CheckSql>,
+pub struct VersionCheck<DB: Driver> {
+    statement: Statement,
+    /// Sent as text (a transaction pooler: no named statement), after this.
+    simple: Option<String>,
     /// Run on a connection of its own rather than through the pool.
     own: bool,
     connection: Mutex<CheckConnection<DB>>,
 }
 
 /// The check's own connection, and what the last check read.
-struct CheckConnection<DB: Database> {
+struct CheckConnection<DB: Driver> {
     conn: Option<DB::Connection>,
     last: Option<Checked>,
 }
 
-impl<DB: Database> std::fmt::Debug for VersionCheck<DB> {
+impl<DB: Driver> std::fmt::Debug for VersionCheck<DB> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VersionCheck")
             .field("own", &self.own)
@@ -74,25 +107,27 @@ impl<DB: Database> std::fmt::Debug for VersionCheck<DB> {
 /// What a query on the check's connection is: it borrows nothing but the connection.
 pub(crate) type OnConnection<T, DB> = Box<
     dyn for<'c> FnOnce(
-            &'c mut <DB as Database>::Connection,
+            &'c mut <DB as sqlx::Database>::Connection,
         ) -> BoxFuture<'c, Result<T, sqlx::Error>>
         + Send,
 >;
 
-impl<DB> VersionCheck<DB>
-where
-    DB: Database,
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    for<'q> i64: Encode<'q, DB> + Type<DB>,
-    CheckRow: for<'r> FromRow<'r, DB::Row>,
-{
-    /// A check that runs `sql` with `placeholders` for its parameters (or, if `simple`,
-    /// the numbers written in), on a connection of its own if `own`.
-    pub(crate) fn new(sql: CheckSql, placeholders: [&str; 2], simple: bool, own: bool) -> Self {
+impl<DB: Driver> VersionCheck<DB> {
+    /// The check of the tables behind `schema` (`""`, or a checked name and a dot) in
+    /// `dialect` (`database`: MariaDB's database of the tables as a string literal, or
+    /// `NULL` for the connection's); sent as text after `simple` if given; on a connection
+    /// of its own if `own`.
+    pub(crate) fn new(
+        dialect: Dialect,
+        schema: &str,
+        database: &str,
+        simple: Option<String>,
+        own: bool,
+    ) -> Self {
+        let sql = check_sql(dialect).replace("{db}", database);
         Self {
-            sql: AssertSqlSafe(sql(placeholders[0], placeholders[1])).into_sql_str(),
-            simple: simple.then_some(sql),
+            statement: Statement::new(&sql, schema, dialect),
+            simple,
             own,
             connection: Mutex::new(CheckConnection {
                 conn: None,
@@ -102,10 +137,9 @@ where
     }
 
     /// The version and the tally counting the books above `above` (`None`: above what the
-    /// last check counted above, or `i64::MAX`), read now. When the version is still the
+    /// last check counted above, or `i64::MAX`), read now. When the count is still the
     /// last check's and that one counted above the same id, the statement reads no tally
-    /// and the last one stands (the version moves with every write), which spares cached
-    /// reads between writes two index scans per check.
+    /// nor history and the last ones stand (the count moves with every write).
     pub(crate) async fn tallied(
         &self,
         pool: &Pool<DB>,
@@ -114,30 +148,35 @@ where
         let mut slot = self.connection.lock().await;
         let above = above.unwrap_or_else(|| slot.last.map_or(i64::MAX, |last| last.books.above));
         let last = slot.last.filter(|last| last.books.above == above);
-        let (version, changes, total, max_id, count_above) = {
-            // No version is negative: -1 reads the tally whatever the version.
-            let last_version = last.map_or(-1, |last| last.version);
-            let statement = match &self.simple {
-                Some(sql) => Statement::Simple(sql(&above.to_string(), &last_version.to_string())),
-                None => Statement::Prepared(self.sql.clone(), above, last_version),
-            };
-            self.on_connection(&mut slot, pool, Box::new(move |conn| statement.fetch(conn)))
-                .await?
+        // No count is negative: -1 reads everything whatever the count.
+        let last_count = last.map_or(-1, |last| last.version.count as i64);
+        let args = [Arg::Int(above), Arg::Int(last_count)];
+        let text = match &self.simple {
+            Some(before) => Some(format!(
+                "{before}; {}",
+                self.statement.inline(&args).or_store_error()?
+            )),
+            None => None,
         };
-        let count = |n: i64| u64::try_from(n).unwrap_or(0);
-        let books = match (max_id, count_above, last) {
-            (Some(max_id), Some(count_above), _) => BooksTally {
-                changes: count(changes),
-                total: count(total),
-                max_id,
-                above,
-                count_above: count(count_above),
-            },
-            // Not read: the version is the last check's, and so is the tally.
-            (_, _, Some(last)) if last.version == version => last.books,
-            _ => return Err(StoreError::other("the check read no tally")),
-        };
-        let checked = Checked { version, books };
+        let statement = self.statement.clone();
+        let rows = self
+            .on_connection(
+                &mut slot,
+                pool,
+                Box::new(move |conn| {
+                    Box::pin(async move {
+                        match text {
+                            Some(text) => DB::text_rows(conn, text).await,
+                            None => DB::rows(conn, &statement, &args, true).await,
+                        }
+                    })
+                }),
+            )
+            .await?;
+        let row = rows
+            .last()
+            .ok_or_else(|| StoreError::other("the check read no row"))?;
+        let checked = read_checked(row, above, last).or_store_error()?;
         slot.last = Some(checked);
         Ok(checked)
     }
@@ -192,44 +231,29 @@ where
     }
 }
 
-/// The check's row: the version, `changes`, the total, and (unless the version is the
-/// last check's) the greatest id and the count above the id asked about.
-type CheckRow = (i64, i64, i64, Option<i64>, Option<i64>);
-
-/// The check's statement as sent: prepared with its two arguments, or simple.
-enum Statement {
-    Prepared(SqlStr, i64, i64),
-    Simple(String),
-}
-
-impl Statement {
-    fn fetch<'c, DB>(
-        self,
-        conn: &'c mut DB::Connection,
-    ) -> BoxFuture<'c, Result<CheckRow, sqlx::Error>>
-    where
-        DB: Database,
-        for<'e> &'e mut DB::Connection: Executor<'e, Database = DB>,
-        DB::Arguments: IntoArguments<DB>,
-        for<'q> i64: Encode<'q, DB> + Type<DB>,
-        CheckRow: for<'r> FromRow<'r, DB::Row>,
-    {
-        Box::pin(async move {
-            let row = match self {
-                Self::Simple(sql) => {
-                    sqlx::raw_sql(AssertSqlSafe(sql).into_sql_str())
-                        .fetch_one(conn)
-                        .await?
-                }
-                Self::Prepared(sql, above, last) => {
-                    sqlx::query(sql)
-                        .bind(above)
-                        .bind(last)
-                        .fetch_one(conn)
-                        .await?
-                }
-            };
-            FromRow::from_row(&row)
-        })
-    }
+/// A check's row: the count, `changes`, the total, and (unless the count is the last
+/// check's) the greatest id, the count above the id asked about, and the history.
+fn read_checked<R: StoreRow>(
+    row: &R,
+    above: i64,
+    last: Option<Checked>,
+) -> Result<Checked, sqlx::Error> {
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    let (version, changes, total) = (row.int(0)?, row.int(1)?, row.int(2)?);
+    let read = (row.maybe_int(3)?, row.maybe_int(4)?, row.maybe_int(5)?);
+    Ok(match (read, last) {
+        ((Some(max_id), Some(count_above), Some(history)), _) => Checked {
+            version: Version::new(history as u64, count(version)),
+            books: BooksTally {
+                changes: count(changes),
+                total: count(total),
+                max_id,
+                above,
+                count_above: count(count_above),
+            },
+        },
+        // Not read: the count is the last check's, and so are the tally and history.
+        (_, Some(last)) if last.version.count == count(version) => last,
+        _ => return Err(sqlx::Error::Protocol("the check read no tally".into())),
+    })
 }

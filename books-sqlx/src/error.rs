@@ -19,6 +19,19 @@ pub enum Error {
     /// A PostgreSQL schema or MariaDB database name the store does not accept.
     #[error("invalid schema name {0:?}: use 1 to 63 of a-z, 0-9 and _, not starting with a digit")]
     InvalidSchema(String),
+    /// A database URL that names no store of this crate's (or one whose feature is off).
+    #[error("unsupported database URL {0:?} (expected sqlite:…, postgres://… or mysql://…)")]
+    UnknownDatabase(String),
+    /// A setting for another database: push mode and a pooler are PostgreSQL's, replicas
+    /// PostgreSQL's and MariaDB's.
+    #[error("{0} does not apply to this database")]
+    NotForThisDatabase(&'static str),
+    /// Push mode through a transaction pooler without a direct URL to listen on.
+    #[error(
+        "push mode listens for the database's notifications, which a transaction pooler \
+         does not pass on: give a direct PostgreSQL URL to listen on (--notify-url)"
+    )]
+    PushNeedsDirectConnection,
 }
 
 /// Driver results mapped to the store contract's errors.
@@ -40,7 +53,20 @@ impl<T> OrStoreError<T> for Result<T, sqlx::Error> {
     }
 }
 
-fn store_error(error: sqlx::Error, author_id: Option<i64>) -> StoreError {
+/// A driver error as the store contract's [`StoreError`], for a store of a host's own:
+/// what a retry may cure is [`StoreError::Unavailable`] (503) — a refused or lost
+/// connection, a pool or lock wait that timed out, a statement cancelled by its time
+/// bound, a database starting, shutting down, read-only during a failover, or (MariaDB)
+/// a deadlock or certification conflict ([`is_unavailable`]) — the rest
+/// [`StoreError::Other`] (500). With `author_id`, a foreign-key violation is that author
+/// missing ([`StoreError::AuthorNotFound`], 422), as a write's would be.
+///
+/// ```
+/// use books_core::store::StoreError;
+/// let refused = books_sqlx::sqlx::Error::PoolTimedOut;
+/// assert!(matches!(books_sqlx::store_error(refused, None), StoreError::Unavailable(_)));
+/// ```
+pub fn store_error(error: sqlx::Error, author_id: Option<i64>) -> StoreError {
     if is_unavailable(&error) {
         return StoreError::unavailable(error);
     }
@@ -52,8 +78,9 @@ fn store_error(error: sqlx::Error, author_id: Option<i64>) -> StoreError {
     }
 }
 
-/// Whether the database could not be reached or timed out (503, worth a retry).
-pub(crate) fn is_unavailable(error: &sqlx::Error) -> bool {
+/// Whether the database could not be reached, timed out, or says to try again later
+/// (503, worth a retry): see [`store_error`].
+pub fn is_unavailable(error: &sqlx::Error) -> bool {
     use sqlx::Error as E;
     match error {
         E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::WorkerCrashed => true,

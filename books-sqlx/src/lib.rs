@@ -34,14 +34,23 @@
 //! (each migration's `sql`) or from this crate's `migrations/` folder.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Without a database's feature there is no store: what they share is unused.
+#![cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres", feature = "mysql")),
+    allow(dead_code, unused_imports, unused_macros)
+)]
 
 /// The crate's README (what crates.io shows), its examples compiled as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+mod any;
+mod backend;
 mod batch;
 mod check;
+mod creates;
+mod driver;
 mod error;
 mod list_sql;
 mod migrate;
@@ -50,34 +59,40 @@ mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod queries;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-mod replicas;
 mod rows;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod servers;
 #[cfg(feature = "sqlite")]
-mod sqlite_store;
+mod sqlite;
 mod statement;
-mod statements;
+mod store;
+mod store_sql;
 mod tiers;
 mod transactions;
+mod version_triggers;
 
-pub use error::Error;
+pub use any::{AnyStore, StoreSettings};
+pub use backend::Backend;
+pub use error::{Error, is_unavailable, store_error};
 pub use migrate::MIGRATIONS_TABLE;
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 pub use mysql::MySqlStore;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use postgres::PostgresStore;
-#[cfg(feature = "postgres")]
-#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
-pub use postgres::push;
+pub use postgres::{PostgresStore, push};
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "postgres", feature = "mysql"))))]
-pub use replicas::{DEFAULT_WAIT as DEFAULT_REPLICA_WAIT, DOWN_FOR, PROBE_INTERVAL, ReplicaState};
+pub use servers::replicas::{
+    DEFAULT_WAIT as DEFAULT_REPLICA_WAIT, DOWN_FOR, PROBE_INTERVAL, ReplicaState,
+};
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
-pub use sqlite_store::{BUSY_TIMEOUT, SqliteStore};
+pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use sqlx;
+pub use statement::Dialect;
+pub use store::{PoolState, SqlStore};
+pub use version_triggers::VersionTriggers;
 
 /// The longest a single statement may run before the database cancels it (503), on the
 /// PostgreSQL and MariaDB stores' own connections.

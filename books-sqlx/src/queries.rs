@@ -1,8 +1,7 @@
 //! The book store's operations, written once over a store's way of running a statement
-//! ([`StatementRunner`]): which pool, which protocol, whether a read may go to a replica.
-//! A store's own file holds only what differs between the databases.
-
-use std::future::Future;
+//! ([`Engine::read`](crate::backend::Engine::read) and `write`): which pool, which
+//! protocol, whether a read may go to a replica. A database's own module holds only what
+//! differs between the databases.
 
 use books_core::store::{
     BookInput, BookPage, BookRecord, IdempotencyKey, IdempotencyRecord, KeyedCreate, ListQuery,
@@ -10,47 +9,23 @@ use books_core::store::{
 };
 use chrono::{DateTime, Utc};
 
+use crate::backend::Backend;
 use crate::batch::{Created, NewBook};
 use crate::error::OrStoreError;
 use crate::list_sql::ListSql;
 use crate::rows::{StoreRow, page};
-use crate::statement::{Arg, Statement};
-use crate::statements::{RANGE, Statements};
+use crate::statement::Arg;
+use crate::store::SqlStore;
+use crate::store_sql::RANGE;
 
 /// Where a read may be answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Read {
+pub enum Read {
     /// The data a client asked for (a page, a book): a replica may answer, as long as it
     /// has every write the primary had when the read began.
     Data,
     /// What decides a write or must be current by itself: the primary.
     Primary,
-}
-
-/// How a store runs one statement and hands back its rows.
-pub(crate) trait StatementRunner: Send + Sync {
-    type Row: StoreRow;
-
-    /// The store's statements.
-    fn sql(&self) -> &Statements;
-
-    /// Runs a read; its errors are already the store contract's.
-    fn read(
-        &self,
-        to: Read,
-        statement: &Statement,
-        args: &[Arg<'_>],
-    ) -> impl Future<Output = Result<Vec<Self::Row>, StoreError>> + Send;
-
-    /// Runs a write (with `RETURNING`, so rows say what was written); `then`, a read
-    /// in the same transaction after it, gives the rows instead where a database has
-    /// no `RETURNING` for the write (MariaDB's `UPDATE`).
-    fn write(
-        &self,
-        statement: &Statement,
-        then: Option<&Statement>,
-        args: &[Arg<'_>],
-    ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send;
 }
 
 fn decoded<T>(result: Result<T, sqlx::Error>) -> Result<T, StoreError> {
@@ -60,7 +35,7 @@ fn decoded<T>(result: Result<T, sqlx::Error>) -> Result<T, StoreError> {
 /// [`Versions::list_versioned`](books_core::store::Versions::list_versioned): a page
 /// and, for an empty one, the total and version by themselves.
 pub(crate) async fn list(
-    store: &impl StatementRunner,
+    store: &SqlStore<impl Backend>,
     query: &ListQuery,
 ) -> Result<(BookPage, u64), StoreError> {
     if !query.is_plain() {
@@ -97,7 +72,7 @@ pub(crate) async fn list(
 
 /// A filtered or sorted list ([`ListSql`]).
 async fn list_filtered(
-    store: &impl StatementRunner,
+    store: &SqlStore<impl Backend>,
     query: &ListQuery,
 ) -> Result<(BookPage, u64), StoreError> {
     let sql = ListSql::new(store.sql().dialect, &store.sql().schema, query);
@@ -123,7 +98,7 @@ async fn list_filtered(
 /// [`Versions::get_versioned`](books_core::store::Versions::get_versioned): the book,
 /// or its absence, with the version.
 pub(crate) async fn get(
-    store: &impl StatementRunner,
+    store: &SqlStore<impl Backend>,
     id: i64,
 ) -> Result<(Option<BookRecord>, u64), StoreError> {
     let rows = store
@@ -134,7 +109,7 @@ pub(crate) async fn get(
 }
 
 /// One create without a key, in one statement.
-pub(crate) async fn create(store: &impl StatementRunner, new: &NewBook) -> Created {
+pub(crate) async fn create(store: &SqlStore<impl Backend>, new: &NewBook) -> Created {
     let book = &new.book;
     let rows = store
         .write(&store.sql().create, None, &book_args(book, new.now))
@@ -154,7 +129,7 @@ pub(crate) fn book_of(created: Created) -> Result<BookRecord, StoreError> {
 /// [`IdempotentCreates::idempotency_record`](books_core::store::IdempotentCreates::idempotency_record), on the
 /// primary.
 pub(crate) async fn key_record(
-    store: &impl StatementRunner,
+    store: &SqlStore<impl Backend>,
     key: &str,
     now: DateTime<Utc>,
 ) -> Result<Option<IdempotencyRecord>, StoreError> {
@@ -169,7 +144,7 @@ pub(crate) async fn key_record(
 
 /// [`IdempotentCreates::forget_expired_keys`](books_core::store::IdempotentCreates::forget_expired_keys).
 pub(crate) async fn forget_keys(
-    store: &impl StatementRunner,
+    store: &SqlStore<impl Backend>,
     now: DateTime<Utc>,
     limit: u32,
 ) -> Result<u64, StoreError> {
@@ -200,7 +175,7 @@ pub(crate) fn key_args<'a>(
 
 /// [`BookStore::update`](books_core::store::BookStore::update).
 pub(crate) async fn update(
-    store: &impl StatementRunner,
+    store: &SqlStore<impl Backend>,
     id: i64,
     book: &BookInput,
     now: DateTime<Utc>,
@@ -221,7 +196,7 @@ pub(crate) async fn update(
 }
 
 /// [`BookStore::delete`](books_core::store::BookStore::delete).
-pub(crate) async fn delete(store: &impl StatementRunner, id: i64) -> Result<bool, StoreError> {
+pub(crate) async fn delete(store: &SqlStore<impl Backend>, id: i64) -> Result<bool, StoreError> {
     let rows = store
         .write(&store.sql().delete, None, &[Arg::Int(id)])
         .await;
@@ -231,7 +206,7 @@ pub(crate) async fn delete(store: &impl StatementRunner, id: i64) -> Result<bool
 /// [`BookStore::author_exists`](books_core::store::BookStore::author_exists), on the primary: a
 /// write's validation must see the author a moment-old write added.
 pub(crate) async fn author_exists(
-    store: &impl StatementRunner,
+    store: &SqlStore<impl Backend>,
     id: i64,
 ) -> Result<bool, StoreError> {
     let rows = store
@@ -242,7 +217,7 @@ pub(crate) async fn author_exists(
 
 /// [`AuthorStore::add_author`](books_core::store::AuthorStore::add_author).
 pub(crate) async fn add_author(
-    store: &impl StatementRunner,
+    store: &SqlStore<impl Backend>,
     name: Option<&str>,
 ) -> Result<i64, StoreError> {
     let rows = store
@@ -253,7 +228,7 @@ pub(crate) async fn add_author(
 
 /// [`AuthorStore::remove_author`](books_core::store::AuthorStore::remove_author).
 pub(crate) async fn remove_author(
-    store: &impl StatementRunner,
+    store: &SqlStore<impl Backend>,
     id: i64,
 ) -> Result<bool, StoreError> {
     let rows = store

@@ -6,7 +6,7 @@ use sqlx::{ColumnIndex, Decode, Row, Type};
 
 /// One row of the books-with-authors join.
 #[derive(Debug)]
-pub(crate) struct BookRow {
+pub struct BookRow {
     id: i64,
     title: String,
     year: i32,
@@ -33,7 +33,7 @@ impl From<BookRow> for BookRecord {
 /// A book (or its absence: the statement reads the version whether the book exists) and
 /// the version it was read at.
 #[derive(Debug)]
-pub(crate) struct VersionedRow {
+pub struct VersionedRow {
     pub(crate) book: Option<BookRow>,
     pub(crate) version: i64,
 }
@@ -41,7 +41,7 @@ pub(crate) struct VersionedRow {
 /// A row of a page: the book and version, and the total from the counter, in one round
 /// trip (one statement, so one snapshot).
 #[derive(Debug)]
-pub(crate) struct PageRow {
+pub struct PageRow {
     book: BookRow,
     version: i64,
     total: i64,
@@ -52,15 +52,19 @@ pub(crate) struct PageRow {
 /// both). Written out rather than derived: sqlx's `FromRow` derive needs its `macros`
 /// feature, which builds the database drivers a second time for the compiler
 /// (docs/benchmark-history.md, "First build").
-pub(crate) trait StoreRow: Row {
+pub trait StoreRow: Row {
     fn book(&self) -> Result<BookRow, sqlx::Error>;
     fn versioned(&self) -> Result<VersionedRow, sqlx::Error>;
     fn page(&self) -> Result<PageRow, sqlx::Error>;
     fn key_record(&self) -> Result<IdempotencyRecord, sqlx::Error>;
     /// The `BIGINT` in column `index`.
     fn int(&self, index: usize) -> Result<i64, sqlx::Error>;
+    /// The `BIGINT` or null in column `index`.
+    fn maybe_int(&self, index: usize) -> Result<Option<i64>, sqlx::Error>;
     /// The boolean in column `index`.
     fn flag(&self, index: usize) -> Result<bool, sqlx::Error>;
+    /// The text or null in column `index`.
+    fn name(&self, index: usize) -> Result<Option<String>, sqlx::Error>;
 }
 
 impl<R: Row> StoreRow for R
@@ -115,7 +119,13 @@ where
     fn int(&self, index: usize) -> Result<i64, sqlx::Error> {
         self.try_get(index)
     }
+    fn maybe_int(&self, index: usize) -> Result<Option<i64>, sqlx::Error> {
+        self.try_get(index)
+    }
     fn flag(&self, index: usize) -> Result<bool, sqlx::Error> {
+        self.try_get(index)
+    }
+    fn name(&self, index: usize) -> Result<Option<String>, sqlx::Error> {
         self.try_get(index)
     }
 }

@@ -14,7 +14,7 @@ use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 
 /// A value bound to a statement.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Arg<'a> {
+pub enum Arg<'a> {
     Int(i64),
     Int4(i32),
     Text(&'a str),
@@ -23,18 +23,21 @@ pub(crate) enum Arg<'a> {
     Blob(&'a [u8]),
 }
 
-/// The SQL a store speaks.
+/// The SQL a database speaks, as this crate writes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dialect {
+#[non_exhaustive]
+pub enum Dialect {
+    /// SQLite (3.35 or later: `RETURNING`).
     Sqlite,
+    /// PostgreSQL (13 or later).
     Postgres,
-    /// MariaDB (`?` placeholders, taken in order; `CAST(… AS SIGNED)`).
+    /// MariaDB (10.6 or later; `?` placeholders, taken in order; `CAST(… AS SIGNED)`).
     MySql,
 }
 
 /// One statement as a store sends it.
 #[derive(Debug, Clone)]
-pub(crate) struct Statement {
+pub struct Statement {
     /// The text with `$N` placeholders (a read's arguments are written into it where a
     /// statement cannot be prepared: through a pooler, on a replica).
     pub(crate) numbered: SqlStr,

@@ -40,6 +40,18 @@ async fn fresh() -> SqliteStore {
 
 /// A write from outside the store: the host's own SQL on a connection of its own.
 async fn host_writes(store: SqliteStore, write: OutsideWrite) {
+    let path = store.writer().connect_options().get_filename().to_owned();
+    let mut host = sqlx::SqliteConnection::connect(&url(&path)).await.unwrap();
+    if let Some(script) = common::backup_sql(&write, common::Db::Sqlite) {
+        for sql in script {
+            let sql = sql.replace("{s}", "");
+            sqlx::raw_sql(AssertSqlSafe(sql))
+                .execute(&mut host)
+                .await
+                .expect("backup");
+        }
+        return;
+    }
     let (sql, values) = common::outside_sql(write);
     let mut query = sqlx::query(AssertSqlSafe(sql.replace("{s}", "")));
     for value in values {
@@ -48,8 +60,6 @@ async fn host_writes(store: SqliteStore, write: OutsideWrite) {
             common::Value::Text(text) => query.bind(text),
         };
     }
-    let path = store.writer().connect_options().get_filename().to_owned();
-    let mut host = sqlx::SqliteConnection::connect(&url(&path)).await.unwrap();
     query.execute(&mut host).await.unwrap();
 }
 

@@ -75,7 +75,7 @@ impl BooksApi {
         format: Format,
     ) -> Handled {
         let request = list_params::list_request(parts.uri.query())?;
-        if !request.is_plain() && !self.inner.store.capabilities().list_queries() {
+        if !request.is_plain() && !self.inner.store.list_queries {
             return Err(Problem::list_queries_unsupported());
         }
         let key = Key::List {
@@ -86,17 +86,13 @@ impl BooksApi {
             query: (!request.is_plain()).then(|| Arc::from(request.carried.as_str())),
         };
         let inner = &self.inner;
-        read_through(
-            inner.cache.as_ref(),
-            &inner.store,
-            key,
-            &parts.headers,
-            |source| self.render_list(source, &request, action, format),
-        )
+        read_through(inner.cache.as_ref(), key, &parts.headers, |source| {
+            self.render_list(source, &request, action, format)
+        })
         .await
     }
 
-    /// A page's answer: read (with the version it was read at, when cached), or a kept
+    /// A page's answer: read (with the count it was read at, when cached), or a kept
     /// page's rows under a new total. A filtered or sorted page keeps no rows: a create
     /// may land anywhere in it, and its total is not the books' total.
     async fn render_list(
@@ -108,7 +104,7 @@ impl BooksApi {
     ) -> Result<Rendered, Problem> {
         let (page, includes) = (request.page, request.includes);
         let per_page = self.inner.config.page_size().get();
-        let (rows, version) = match source {
+        let (rows, count) = match source {
             Source::Rows(rows, total) => {
                 let rows = PageRows {
                     books: rows.books.clone(),
@@ -121,12 +117,12 @@ impl BooksApi {
                 let query = ListQuery::new(Meta::offset(page, per_page), per_page)
                     .with_filter(request.filter.clone())
                     .with_sort(request.sort.clone());
-                let store = &*self.inner.store;
-                let (found, version) = match self.versions() {
+                let store = &*self.inner.store.data;
+                let (found, count) = match self.versions() {
                     Some(versions) => {
-                        let (found, version) =
+                        let (found, count) =
                             store_call("list", versions.list_versioned(&query)).await?;
-                        (found, Some(version))
+                        (found, Some(count))
                     }
                     None => (store_call("list", store.list(&query)).await?, None),
                 };
@@ -135,7 +131,7 @@ impl BooksApi {
                     books: found.books,
                     total: found.total,
                 };
-                (rows, version)
+                (rows, count)
             }
         };
         let meta = Meta::new(page, per_page, rows.total);
@@ -158,7 +154,7 @@ impl BooksApi {
         let answer = self.varying(render::representation(answer, &self.inner.cache_control));
         Ok(Rendered {
             answer,
-            version,
+            count,
             rows: request.is_plain().then(|| Arc::new(rows)),
         })
     }
@@ -178,45 +174,41 @@ impl BooksApi {
             xml: format == Format::Xml,
         };
         let inner = &self.inner;
-        read_through(
-            inner.cache.as_ref(),
-            &inner.store,
-            key,
-            &parts.headers,
-            |_| self.read_book(id, includes, format),
-        )
+        read_through(inner.cache.as_ref(), key, &parts.headers, |_| {
+            self.read_book(id, includes, format)
+        })
         .await
     }
 
-    /// A book's answer, and the version it was read at when cached.
+    /// A book's answer, and the count it was read at when cached.
     async fn read_book(
         &self,
         id: i64,
         includes: Includes,
         format: Format,
     ) -> Result<Rendered, Problem> {
-        let (book, version) = match self.versions() {
+        let (book, count) = match self.versions() {
             Some(versions) => {
-                let (book, version) = store_call("get", versions.get_versioned(id)).await?;
-                (book, Some(version))
+                let (book, count) = store_call("get", versions.get_versioned(id)).await?;
+                (book, Some(count))
             }
-            None => (store_call("get", self.inner.store.get(id)).await?, None),
+            None => (
+                store_call("get", self.inner.store.data.get(id)).await?,
+                None,
+            ),
         };
         let book = book.ok_or_else(Problem::book_not_found)?;
         let answer = render::book(&book, includes, format, &self.inner.cache_control);
         Ok(Rendered {
             answer: self.varying(answer),
-            version,
+            count,
             rows: None,
         })
     }
 
-    /// The store's versions tier, when reads are cached (and so must carry a version).
+    /// The store's versions tier, when reads are cached (and so must carry a count).
     fn versions(&self) -> Option<&dyn crate::store::Versions> {
-        let cached = self.inner.cache.as_ref().is_some_and(|c| c.keeps_answers());
-        cached
-            .then(|| self.inner.store.capabilities().versions())
-            .flatten()
+        self.inner.cache.as_ref().and_then(|cache| cache.versions())
     }
 
     /// A GET answer that may have encoded variants, its `Vary` naming `Accept-Encoding`

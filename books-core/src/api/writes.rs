@@ -37,10 +37,10 @@ impl BooksApi {
         parts: &http::request::Parts,
         format: Format,
     ) -> Handled {
-        let store = &*self.inner.store;
+        let store = &*self.inner.store.data;
         let deleted = match IfMatch::from_headers(&parts.headers) {
             Some(if_match) => {
-                let Some(conditional) = store.capabilities().conditional_writes() else {
+                let Some(conditional) = &self.inner.store.conditional_writes else {
                     self.refuse_if_present(id, Problem::if_match_unsupported())
                         .await?;
                     return Err(Problem::book_not_found());
@@ -106,9 +106,9 @@ impl BooksApi {
         });
         let fields = body::decode(&parts.headers, bytes).await?;
         let now = self.inner.config.now();
-        let store = &*self.inner.store;
+        let store = &*self.inner.store.data;
         if let (Some(key), Some(fingerprint)) = (key, fingerprint) {
-            let Some(keyed) = store.capabilities().idempotent_creates() else {
+            let Some(keyed) = self.inner.store.idempotent_creates.as_deref() else {
                 validate(fields, store, now.year()).await?;
                 return Err(Problem::idempotency_unsupported());
             };
@@ -143,11 +143,11 @@ impl BooksApi {
         includes: Includes,
         format: Format,
     ) -> Handled {
-        let store = &*self.inner.store;
+        let store = &*self.inner.store.data;
         let now = self.inner.config.now();
         let updated = match (id, IfMatch::from_headers(&parts.headers)) {
             (None, _) => None,
-            (Some(id), Some(if_match)) => match store.capabilities().conditional_writes() {
+            (Some(id), Some(if_match)) => match &self.inner.store.conditional_writes {
                 Some(conditional) => {
                     let precondition = self.current_tag_in(&if_match, includes, format);
                     let updated = conditional.update_if(id, input, now, &precondition);
@@ -188,7 +188,7 @@ impl BooksApi {
         id: i64,
         problem: Problem,
     ) -> Result<Option<BookRecord>, Problem> {
-        match store_call("get", self.inner.store.get(id)).await? {
+        match store_call("get", self.inner.store.data.get(id)).await? {
             Some(_) => Err(problem),
             None => Ok(None),
         }

@@ -1,5 +1,8 @@
-//! The cache's entries: the version they belong to, how it was seen, this process's
-//! writes, and the answers and compressed bodies kept (one bounded map for both).
+//! The cache's state: what its answers stand for ([`Standing`]), this process's writes,
+//! and the answers and compressed bodies kept (one bounded map for both), changed only
+//! through the transitions named here: [`wrote`](Entries::wrote),
+//! [`checked`](Entries::checked), [`put`](Entries::put) and
+//! [`keep_encoded`](Entries::keep_encoded).
 
 use std::sync::Arc;
 
@@ -13,7 +16,7 @@ use crate::conditional;
 use crate::config::CacheLimits;
 use crate::etag;
 use crate::request_id::REQUEST_ID;
-use crate::store::BooksTally;
+use crate::store::{BooksTally, Version};
 
 /// What the map holds under a key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -44,38 +47,71 @@ struct Kept {
     rows: Option<Arc<PageRows>>,
 }
 
-/// How the entries' version was learnt.
-#[derive(Debug, Clone, Copy)]
-enum Seen {
-    /// From a read's data: nothing says what the books were.
-    ByRead,
+/// The count every kept answer was read at, and how the cache learnt it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Standing {
+    /// From a read's data: nothing says which history, nor what the books were.
+    Read(u64),
     /// From a version check, with the books' tally when the store keeps one.
-    ByCheck(Option<BooksTally>),
+    Checked(Reading),
 }
 
-/// What the cache has for a key at a version.
+impl Standing {
+    fn count(&self) -> u64 {
+        match self {
+            Self::Read(count) => *count,
+            Self::Checked(reading) => reading.version.count,
+        }
+    }
+}
+
+/// What the cache has for a key at a count.
 pub(super) enum Found {
     /// The kept answer (or its 304).
     Hit(Response<Bytes>),
-    /// A kept page's rows, to render under the total (at the version) given.
+    /// A kept page's rows, to render under the total given (at the count given).
     Rows(Arc<PageRows>, u64, u64),
     Miss,
 }
 
+/// What a check found, against what the cache stood for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Moved {
+    /// The same data (or older than what a read since found).
+    No,
+    /// A newer count in the same history: answers went, unless only appends came.
+    Ahead,
+    /// Another history than the last check's, or a count below the standing the cache
+    /// had when the check was sent: the database's history was rewritten, and every
+    /// answer went.
+    Rewritten,
+}
+
+/// Where a read or check starts: after how many writes of this process (a read that
+/// started before a write keeps nothing: its data may predate the write), and after
+/// which standing (a check sent after the cache learnt a count that answers a lower one
+/// found the history rewritten).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Mark {
+    writes: u64,
+    learnt: u64,
+}
+
 #[derive(Debug)]
 pub(super) struct Entries {
-    /// The version every kept answer belongs to.
-    version: u64,
-    seen: Seen,
-    /// How many writes this process made, ever: a read that started before one keeps
-    /// nothing (its version may be older than the write's).
+    standing: Standing,
+    /// How many times the standing changed, ever.
+    learnt: u64,
+    /// The history the last check read (reads do not say which).
+    history: Option<u64>,
+    /// How many writes this process made, ever.
     writes: u64,
-    /// `writes` when a check (or a read that started after them) last confirmed
-    /// `version`: below `writes`, a version the store knows without asking (pushed) may
+    /// `writes` when a check (or a read that started after them) last confirmed the
+    /// standing: below `writes`, a version the store knows without asking (pushed) may
     /// not know of this process's latest write yet, and is not trusted.
     confirmed: u64,
-    /// Whether an answer was kept since the entries last moved to a new version (one may
-    /// have been dropped for room since).
+    /// Whether an answer was kept since the standing last moved (one may have been
+    /// dropped for room since).
     answers_kept: bool,
     map: BoundedMap<Slot, Entry>,
 }
@@ -83,8 +119,9 @@ pub(super) struct Entries {
 impl Entries {
     pub(super) fn new(limits: CacheLimits) -> Self {
         Self {
-            version: 0,
-            seen: Seen::ByRead,
+            standing: Standing::Read(0),
+            learnt: 0,
+            history: None,
             writes: 0,
             confirmed: 0,
             answers_kept: false,
@@ -92,93 +129,118 @@ impl Entries {
         }
     }
 
-    /// The mark a read that starts now hands to [`put`](Self::put).
-    pub(super) fn mark(&self) -> u64 {
-        self.writes
+    /// The mark a read or check that starts now hands back when it ends.
+    pub(super) fn mark(&self) -> Mark {
+        Mark {
+            writes: self.writes,
+            learnt: self.learnt,
+        }
     }
 
-    /// Whether an answer for `key` is kept (at the newest version seen, which may be
+    fn stand(&mut self, standing: Standing) {
+        self.standing = standing;
+        self.learnt += 1;
+    }
+
+    /// Whether an answer for `key` is kept (at the newest count seen, which may be
     /// stale: only a check can tell).
     pub(super) fn holds(&self, key: &Key) -> bool {
         self.map.contains_key(&Slot::Answer(key.clone()))
     }
 
-    /// `known` (the store's version without a round trip), if the cache may trust it: it
-    /// is the entries' version, a check read that version too (its tally lets the next
-    /// write keep pages), and no write of this process came since a confirmation.
-    pub(super) fn trusted(&self, known: Option<u64>) -> Option<u64> {
-        known.filter(|known| {
-            *known == self.version
-                && matches!(self.seen, Seen::ByCheck(_))
-                && self.confirmed == self.writes
-        })
+    /// The count of `known` (the store's version without a round trip), if the cache may
+    /// trust it: it is the standing a check read (its tally lets the next write keep
+    /// pages), and no write of this process came since a confirmation.
+    pub(super) fn trusted(&self, known: Option<Version>) -> Option<u64> {
+        let known = known?;
+        let checked = matches!(self.standing, Standing::Checked(r) if r.version == known);
+        (checked && self.confirmed == self.writes).then_some(known.count)
     }
 
     fn tally(&self) -> Option<BooksTally> {
-        match self.seen {
-            Seen::ByCheck(tally) => tally,
-            Seen::ByRead => None,
+        match self.standing {
+            Standing::Checked(reading) => reading.tally,
+            Standing::Read(_) => None,
         }
     }
 
-    /// The id a check's tally should count above: the greatest id at the entries'
-    /// version, or `i64::MAX` when unknown.
+    /// The id a check's tally should count above: the greatest id at the standing, or
+    /// `i64::MAX` when unknown.
     pub(super) fn tally_above(&self) -> i64 {
         self.tally().map_or(i64::MAX, |tally| tally.max_id)
     }
 
-    /// Whether `version` is newer than the entries' while they keep answers a check
-    /// could carry over to it (only appends since).
-    pub(super) fn behind(&self, version: u64) -> bool {
-        version > self.version && self.tally().is_some() && self.answers_kept
+    /// Whether a read found `count` newer than the standing while answers are kept that a
+    /// check could carry over to it (only appends since).
+    pub(super) fn behind(&self, count: u64) -> bool {
+        count > self.standing.count() && self.tally().is_some() && self.answers_kept
     }
 
-    /// A write of this process: reads that started before it keep nothing, and a known
-    /// version is not trusted until a check confirms one.
+    /// Transition: a write of this process. Reads that started before it keep nothing,
+    /// and a known version is not trusted until a check confirms one.
     pub(super) fn wrote(&mut self) {
         self.writes += 1;
     }
 
-    /// Takes in a check's reading, sent when this process had made `writes` writes.
-    pub(super) fn checked_at(&mut self, reading: Reading, writes: u64) {
-        if reading.version > self.version {
+    /// Transition: a check's reading, sent at `mark`.
+    pub(super) fn checked(&mut self, reading: Reading, mark: Mark) -> Moved {
+        let count = reading.version.count;
+        let other_history = self
+            .history
+            .replace(reading.version.history)
+            .is_some_and(|history| history != reading.version.history);
+        let backwards = count < self.standing.count() && mark.learnt == self.learnt;
+        let moved = if other_history || backwards {
+            self.forget_answers();
+            self.stand(Standing::Checked(reading));
+            Moved::Rewritten
+        } else if count > self.standing.count() {
             self.advance(reading);
-        } else if reading.version == self.version && matches!(self.seen, Seen::ByRead) {
-            self.seen = Seen::ByCheck(reading.tally);
+            Moved::Ahead
+        } else {
+            if count == self.standing.count() {
+                self.stand(Standing::Checked(reading));
+            }
+            Moved::No
+        };
+        if count >= self.standing.count() && mark.writes == self.writes {
+            self.confirmed = self.writes;
         }
-        if reading.version >= self.version && writes == self.writes {
-            self.confirmed = writes;
-        }
+        moved
     }
 
-    /// Moves to a newer reading: keeps what only appends since the entries' tally leave
+    /// Moves to a newer reading: keeps what only appends since the standing's tally leave
     /// as it was (books, and full pages at or below the old greatest id), or no answer.
     fn advance(&mut self, reading: Reading) {
         let appended = match (self.tally(), reading.tally) {
             (Some(before), Some(now)) if now.only_appended_since(&before) => Some(before.max_id),
             _ => None,
         };
-        self.version = reading.version;
-        self.seen = Seen::ByCheck(reading.tally);
-        self.map
-            .retain(|slot, entry| match (slot, entry, appended) {
-                (Slot::Encoded(..), _, _) => true,
-                (_, _, None) => false,
-                (Slot::Answer(Key::Book { .. }), _, _) => true,
-                (Slot::Answer(Key::List { .. }), Entry::Answer(kept), Some(appended)) => {
-                    kept.rows.as_ref().is_some_and(|rows| {
-                        rows.full && rows.books.last().is_some_and(|b| b.id <= appended)
-                    })
-                }
-                (Slot::Answer(_), Entry::Encoded(_), _) => false,
-            });
-        self.answers_kept &= appended.is_some();
+        self.stand(Standing::Checked(reading));
+        let Some(appended) = appended else {
+            return self.forget_answers();
+        };
+        self.map.retain(|slot, entry| match (slot, entry) {
+            (Slot::Encoded(..), _) | (Slot::Answer(Key::Book { .. }), _) => true,
+            (Slot::Answer(Key::List { .. }), Entry::Answer(kept)) => {
+                kept.rows.as_ref().is_some_and(|rows| {
+                    rows.full && rows.books.last().is_some_and(|b| b.id <= appended)
+                })
+            }
+            (Slot::Answer(_), Entry::Encoded(_)) => false,
+        });
     }
 
-    /// The answer kept for `key` at `version`, if any; its 304 when `request`'s
+    /// Drops every answer (compressed bodies stay: they are named by their bytes).
+    fn forget_answers(&mut self) {
+        self.map.retain(|slot, _| matches!(slot, Slot::Encoded(..)));
+        self.answers_kept = false;
+    }
+
+    /// The answer kept for `key` at `count`, if any; its 304 when `request`'s
     /// `If-None-Match` names the answer's tag; a page's rows when its total moved.
-    pub(super) fn find(&self, key: &Key, version: u64, request: &HeaderMap) -> Found {
-        let kept = match (version == self.version)
+    pub(super) fn find(&self, key: &Key, count: u64, request: &HeaderMap) -> Found {
+        let kept = match (count == self.standing.count())
             .then(|| self.map.get(&Slot::Answer(key.clone())))
             .flatten()
         {
@@ -192,7 +254,7 @@ impl Entries {
         if let (Some(rows), Some(tally)) = (&kept.rows, self.tally())
             && rows.total != tally.total
         {
-            return Found::Rows(rows.clone(), tally.total, version);
+            return Found::Rows(rows.clone(), tally.total, count);
         }
         Found::Hit(match &kept.not_modified {
             Some((tag, not_modified)) if etag::none_match_names(request, tag.as_bytes()) => {
@@ -202,20 +264,18 @@ impl Entries {
         })
     }
 
-    /// Keeps `rendered` for `key`, read at `version` (in the same snapshot, or later) by
-    /// a read that took `mark` before it started; nothing if this process wrote meanwhile
-    /// or the entries moved past `version`.
-    pub(super) fn put(&mut self, key: Key, version: u64, mark: u64, rendered: &Rendered) {
-        if version < self.version || mark != self.writes {
+    /// Transition: keeps `rendered` for `key`, read at `count` (in the same snapshot, or
+    /// later) by a read that started at `mark`; nothing if this process wrote meanwhile
+    /// or the standing moved past `count`. A newer count becomes the standing.
+    pub(super) fn put(&mut self, key: Key, count: u64, mark: Mark, rendered: &Rendered) {
+        if count < self.standing.count() || mark.writes != self.writes {
             return;
         }
-        if version > self.version {
-            self.version = version;
-            self.seen = Seen::ByRead;
-            self.map.retain(|slot, _| matches!(slot, Slot::Encoded(..)));
-            self.answers_kept = false;
+        if count > self.standing.count() {
+            self.stand(Standing::Read(count));
+            self.forget_answers();
         }
-        // Read after this process's last write, at the entries' version: it is current.
+        // Read after this process's last write, at the standing's count: it is current.
         self.confirmed = self.writes;
         let mut answer = copy(&rendered.answer);
         answer
@@ -251,7 +311,7 @@ impl Entries {
         }
     }
 
-    /// Keeps `body`, the identity `tag`'s bytes in `coding`.
+    /// Transition: keeps `body`, the identity `tag`'s bytes in `coding`.
     pub(super) fn keep_encoded(&mut self, tag: HeaderValue, coding: &'static str, body: Bytes) {
         let size = body.len();
         self.map

@@ -3,23 +3,24 @@
 //!
 //! The parts, one concern each: this module (the read-through: key, render, keep, 304),
 //! [`SharedCheck`] in the store module (one version check shared by the requests that
-//! arrive together), [`entries`] (the versioned entries) and [`bounded`] (the map with
-//! byte accounting that the answers and the compressed bodies share). The cache keeps
-//! answers only for a store with the [versions tier](crate::store::Versions); for any
-//! other store it keeps compressed bodies alone.
+//! arrive together), [`entries`] (the cache's state and its transitions) and [`bounded`]
+//! (the map with byte accounting that the answers and the compressed bodies share). The
+//! cache keeps answers only for a store with the [versions tier](crate::store::Versions);
+//! for any other store it keeps compressed bodies alone.
 //!
 //! # Invariants
 //!
 //! 1. **Exact.** A kept answer is served only when a version read *after its request
-//!    arrived* equals the version the answer was read at: a check sent after the request
+//!    arrived* has the count the answer was read at: a check sent after the request
 //!    (shared with every request that arrived before it was sent), or the version the
 //!    store knows without asking when it may be trusted (4). So no read returns data
 //!    older than a write acknowledged before it began, whichever process wrote.
 //!    Tests: `store::shared_check::tests::checks_are_shared_but_never_older_than_the_caller`,
-//!    the conformance suite's `versions` tier (`cached_reads_see_writes_from_outside`).
-//! 2. **Kept under the version it was read at**: the store returns the version with the
+//!    `tests::a_write_from_elsewhere_is_seen_by_the_next_read`, the conformance suite's
+//!    `versions` tier (`cached_reads_see_writes_from_outside`).
+//! 2. **Kept under the count it was read at**: the store returns the count with the
 //!    data (same snapshot, or read before it), and the answer is kept under exactly that
-//!    version; an older version than the entries' keeps nothing. Test:
+//!    count; an older count than the standing's keeps nothing. Test:
 //!    `entries::tests::a_read_older_than_our_write_keeps_nothing`.
 //! 3. **Our writes.** A read that started before a write of this process keeps nothing
 //!    (its version may predate the write). Test: the same.
@@ -38,11 +39,21 @@
 //!    `entries::tests::appends_keep_books_and_full_pages`.
 //! 7. **Bounded.** Answers and compressed bodies together stay within [`CacheLimits`]
 //!    (entries and body bytes); a body larger than the byte bound is not kept and drops
-//!    nothing; a key kept again replaces its old value, bytes included. Tests:
-//!    `bounded::tests::*`, `entries::tests::answers_and_compressed_bodies_share_one_bound`.
+//!    nothing; a key kept again replaces its old value, bytes included. Room is made by
+//!    dropping arbitrary entries (not the least recently used: the cheapest to find).
+//!    Tests: `bounded::tests::*`, `entries::tests::answers_and_compressed_bodies_share_one_bound`.
+//! 8. **Rewritten history.** A check that reads another [history](crate::store::Version)
+//!    than the last check, or a count below the one the cache stood at when the check
+//!    was sent (a lossy failover, a restored backup, a database created again), drops
+//!    every answer before any is served again, logged at `WARN` and counted in
+//!    [`CACHE_REWRITES`](crate::metrics::CACHE_REWRITES). Tests:
+//!    `entries::tests::a_rewritten_history_drops_every_answer`,
+//!    `tests::a_rewound_database_is_never_served_from_the_cache`.
 
 mod bounded;
 mod entries;
+#[cfg(test)]
+mod tests;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -51,10 +62,12 @@ use bytes::Bytes;
 use http::header::HeaderValue;
 use http::{HeaderMap, Response};
 
-use self::entries::{Entries, Found};
+use self::entries::{Entries, Found, Moved};
 use crate::config::CacheLimits;
 use crate::metrics::store_call;
-use crate::store::{BookRecord, BookStore, BooksTally, SharedCheck, StoreError};
+use crate::store::{
+    BookRecord, BooksTally, SharedCheck, StoreError, Version, VersionTally, Versions,
+};
 
 /// Everything that shapes a cached answer (the configuration is the API's own).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -85,12 +98,12 @@ pub(crate) struct PageRows {
     pub(crate) total: u64,
 }
 
-/// A rendered answer, the store version its data was read at (when read through the
-/// versions tier), and a page's rows.
+/// A rendered answer, the count its data was read at (when read through the versions
+/// tier), and a page's rows.
 #[derive(Debug)]
 pub(crate) struct Rendered {
     pub(crate) answer: Response<Bytes>,
-    pub(crate) version: Option<u64>,
+    pub(crate) count: Option<u64>,
     pub(crate) rows: Option<Arc<PageRows>>,
 }
 
@@ -102,19 +115,35 @@ pub(crate) enum Source {
 }
 
 /// A version check's reading: the version, and the books' tally when the store keeps one.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Reading {
-    pub(crate) version: u64,
+    pub(crate) version: Version,
     pub(crate) tally: Option<BooksTally>,
 }
 
+/// How the cache reads the store's version: the versions tier, with its tally if the
+/// store keeps one.
+#[derive(Clone)]
+pub(crate) struct VersionSource {
+    pub(crate) versions: Arc<dyn Versions>,
+    pub(crate) tally: Option<Arc<dyn VersionTally>>,
+}
+
 /// The cache of one API: its entries and its shared version check.
-#[derive(Debug)]
 pub(crate) struct Cache {
     entries: Arc<Mutex<Entries>>,
     checks: SharedCheck<Reading>,
-    /// Whether rendered answers are kept (the store has the versions tier).
-    answers: bool,
+    /// Where versions come from, when rendered answers are kept (the store has the
+    /// versions tier).
+    source: Option<VersionSource>,
+}
+
+impl std::fmt::Debug for Cache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("keeps_answers", &self.source.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 fn lock(entries: &Mutex<Entries>) -> MutexGuard<'_, Entries> {
@@ -122,19 +151,19 @@ fn lock(entries: &Mutex<Entries>) -> MutexGuard<'_, Entries> {
 }
 
 impl Cache {
-    /// A cache within `limits`; it keeps rendered answers only if `answers` (the store
-    /// has versions).
-    pub(crate) fn new(limits: CacheLimits, answers: bool) -> Self {
+    /// A cache within `limits`; it keeps rendered answers only for a store with versions
+    /// (`source`).
+    pub(crate) fn new(limits: CacheLimits, source: Option<VersionSource>) -> Self {
         Self {
             entries: Arc::new(Mutex::new(Entries::new(limits))),
             checks: SharedCheck::new(),
-            answers,
+            source,
         }
     }
 
-    /// Whether rendered answers are kept: reads then go through the versions tier.
-    pub(crate) fn keeps_answers(&self) -> bool {
-        self.answers
+    /// The versions tier, when rendered answers are kept: reads then go through it.
+    pub(crate) fn versions(&self) -> Option<&dyn Versions> {
+        self.source.as_ref().map(|source| &*source.versions)
     }
 
     /// Marks every answer as possibly older than a write this process just made: the
@@ -156,18 +185,26 @@ impl Cache {
 
     /// The store's version from a check sent after this call (shared with every caller
     /// that joins before it is sent), the entries moved on to it.
-    async fn check(&self, store: &Arc<dyn BookStore>) -> Result<Reading, Arc<StoreError>> {
+    async fn check(&self, source: &VersionSource) -> Result<Reading, Arc<StoreError>> {
         self.checks
             .read(|| {
-                let (entries, store) = (self.entries.clone(), store.clone());
+                let (entries, source) = (self.entries.clone(), source.clone());
                 async move {
                     // Sent from here on: a write this process finishes later is not in it.
-                    let (above, writes) = {
+                    let (above, mark) = {
                         let entries = lock(&entries);
                         (entries.tally_above(), entries.mark())
                     };
-                    let reading = read_version(&*store, above).await?;
-                    lock(&entries).checked_at(reading, writes);
+                    let reading = read_version(&source, above).await?;
+                    if lock(&entries).checked(reading, mark) == Moved::Rewritten {
+                        crate::metrics::cache_rewritten();
+                        tracing::warn!(
+                            history = reading.version.history,
+                            count = reading.version.count,
+                            "the store's history was rewritten (a failover that lost writes, \
+                             a restored backup, a database created again): every cached answer dropped"
+                        );
+                    }
                     Ok(reading)
                 }
             })
@@ -176,19 +213,15 @@ impl Cache {
 }
 
 /// One version query: the tally with it when the store keeps one.
-async fn read_version(store: &dyn BookStore, above: i64) -> Result<Reading, StoreError> {
-    let capabilities = store.capabilities();
-    if let Some(tally) = capabilities.version_tally() {
+async fn read_version(source: &VersionSource, above: i64) -> Result<Reading, StoreError> {
+    if let Some(tally) = &source.tally {
         let (version, tally) = store_call("version", tally.tallied_version(above)).await?;
         return Ok(Reading {
             version,
             tally: Some(tally),
         });
     }
-    let versions = capabilities
-        .versions()
-        .ok_or_else(|| StoreError::other("the store has no versions"))?;
-    let version = store_call("version", versions.version()).await?;
+    let version = store_call("version", source.versions.version()).await?;
     Ok(Reading {
         version,
         tally: None,
@@ -197,15 +230,19 @@ async fn read_version(store: &dyn BookStore, above: i64) -> Result<Reading, Stor
 
 /// The answer for `key`: the cached one if a version check sent after this call (or the
 /// version the store knows) finds it current, its 304 when `request`'s `If-None-Match`
-/// names its tag; else `render`'s, kept under the version it was read at. Without a
-/// cache of answers, `render`'s.
+/// names its tag; else `render`'s, kept under the count it was read at. Without a cache
+/// of answers, `render`'s.
+///
+/// The entries are locked four times, each a transition or a look that the await before
+/// it cannot make stale: the look-up (and the mark the read starts at), the find after
+/// the check, and keeping a render (after a check of its own when it read a newer count
+/// while answers a check could carry over are kept).
 ///
 /// `render` runs boxed, only on a miss or to re-render a kept page: a hit's future stays
-/// small enough for the allocator's fast path when a binding boxes it (docs/benchmark-history.md,
-/// "The fixed cost").
+/// small enough for the allocator's fast path when a binding boxes it (BENCHMARKS.md,
+/// "Instructions per answer").
 pub(crate) async fn read_through<F, E>(
     cache: Option<&Cache>,
-    store: &Arc<dyn BookStore>,
     key: Key,
     request: &HeaderMap,
     render: impl FnOnce(Source) -> F,
@@ -214,28 +251,25 @@ where
     F: Future<Output = Result<Rendered, E>>,
     E: From<Arc<StoreError>>,
 {
-    let Some(cache) = cache.filter(|cache| cache.answers) else {
+    let Some((cache, source)) = cache.and_then(|c| c.source.as_ref().map(|s| (c, s))) else {
         return Box::pin(render(Source::Read)).await.map(|r| r.answer);
     };
-    let known = store
-        .capabilities()
-        .versions()
-        .and_then(|versions| versions.known_version());
+    let known = source.versions.known_version();
     let (held, trusted, mark) = {
         let entries = lock(&cache.entries);
         (entries.holds(&key), entries.trusted(known), entries.mark())
     };
     if held {
-        let version = match trusted {
-            Some(version) => version,
-            None => cache.check(store).await?.version,
+        let count = match trusted {
+            Some(count) => count,
+            None => cache.check(source).await?.version.count,
         };
-        let found = lock(&cache.entries).find(&key, version, request);
+        let found = lock(&cache.entries).find(&key, count, request);
         match found {
             Found::Hit(hit) => return Ok(hit),
-            Found::Rows(rows, total, version) => {
+            Found::Rows(rows, total, count) => {
                 let rendered = Box::pin(render(Source::Rows(rows, total))).await?;
-                lock(&cache.entries).put(key, version, mark, &rendered);
+                lock(&cache.entries).put(key, count, mark, &rendered);
                 return Ok(rendered.answer);
             }
             Found::Miss => {}
@@ -244,14 +278,14 @@ where
         crate::metrics::cache(false);
     }
     let rendered = Box::pin(render(Source::Read)).await?;
-    if let Some(version) = rendered.version {
-        if lock(&cache.entries).behind(version) {
-            // A newer version than the entries': a check tells whether the kept answers
+    if let Some(count) = rendered.count {
+        if lock(&cache.entries).behind(count) {
+            // A newer count than the standing's: a check tells whether the kept answers
             // survive it (only appends) before this one renews them. Its failure costs
             // the cache nothing but its entries.
-            let _ = cache.check(store).await;
+            let _ = cache.check(source).await;
         }
-        lock(&cache.entries).put(key, version, mark, &rendered);
+        lock(&cache.entries).put(key, count, mark, &rendered);
     }
     Ok(rendered.answer)
 }

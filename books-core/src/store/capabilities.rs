@@ -1,108 +1,170 @@
-//! What a store names beyond the data tier: its capability tiers.
+//! What a store names beyond the data tier: its capability tiers, typed by the store, and
+//! settled once when the API is built.
 
 use std::fmt::Debug;
+use std::sync::Arc;
 
-use super::{ConditionalWrites, IdempotentCreates, VersionTally, Versions};
+use super::{BookStore, ConditionalWrites, IdempotentCreates, ListQueries, VersionTally, Versions};
 
-/// The capability tiers a store implements beyond the data tier, as
-/// [`BookStore::capabilities`](super::BookStore::capabilities) returns them. Each is a trait of its own with its own
-/// rules and its own tier of the conformance suite.
+/// The capability tiers a store `S` implements beyond the data tier, as
+/// [`BookStore::capabilities`] returns them. Each is a trait of its own with its own rules
+/// and its own tier of the conformance suite, and each method here names one only where
+/// `S` implements it, so a store cannot claim a tier it lacks:
 ///
 /// ```
-/// # use books_core::store::Capabilities;
-/// # fn f<S: books_core::store::Versions + books_core::store::ConditionalWrites>(store: &S) -> Capabilities<'_> {
-/// Capabilities::none().with_versions(store).with_conditional_writes(store)
+/// # use std::sync::Arc;
+/// # use books_core::store::{Capabilities, BookStore, ConditionalWrites, Versions};
+/// # fn f<S: BookStore + Versions + ConditionalWrites>(store: Arc<S>) -> Capabilities<S> {
+/// Capabilities::of(store).versions().conditional_writes()
 /// # }
 /// ```
-#[derive(Clone, Copy, Default)]
-pub struct Capabilities<'a> {
-    versions: Option<&'a dyn Versions>,
-    tally: Option<&'a dyn VersionTally>,
-    conditional_writes: Option<&'a dyn ConditionalWrites>,
-    idempotent_creates: Option<&'a dyn IdempotentCreates>,
-    list_queries: bool,
+///
+/// The type is the store's own: a wrapper around another store cannot hand on the inner
+/// store's capabilities (which would send every tier's calls past the wrapper); it names
+/// its own, and implements each tier it names.
+///
+/// ```compile_fail,E0308
+/// # use std::sync::Arc;
+/// # use books_core::store::*;
+/// # use chrono::{DateTime, Utc};
+/// #[derive(Debug)]
+/// struct Logged<S>(Arc<S>);
+///
+/// #[async_trait::async_trait]
+/// impl<S: BookStore> BookStore for Logged<S> {
+/// #   async fn list(&self, q: &ListQuery) -> Result<BookPage, StoreError> { self.0.list(q).await }
+/// #   async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> { self.0.get(id).await }
+/// #   async fn create(&self, b: &BookInput, n: DateTime<Utc>) -> Result<BookRecord, StoreError> { self.0.create(b, n).await }
+/// #   async fn update(&self, id: i64, b: &BookInput, n: DateTime<Utc>) -> Result<Option<BookRecord>, StoreError> { self.0.update(id, b, n).await }
+/// #   async fn delete(&self, id: i64) -> Result<bool, StoreError> { self.0.delete(id).await }
+/// #   async fn author_exists(&self, id: i64) -> Result<bool, StoreError> { self.0.author_exists(id).await }
+///     // …every data tier method logged and forwarded…
+///     fn capabilities(self: Arc<Self>) -> Capabilities<Self> {
+///         // Does not compile: these are the inner store's tiers, not this wrapper's.
+///         self.0.clone().capabilities()
+///     }
+/// }
+/// ```
+///
+/// Nor can it name a tier it does not implement itself:
+///
+/// ```compile_fail,E0277
+/// # use std::sync::Arc;
+/// # use books_core::store::*;
+/// # use chrono::{DateTime, Utc};
+/// # #[derive(Debug)]
+/// # struct Logged<S>(Arc<S>);
+/// #[async_trait::async_trait]
+/// impl<S: BookStore + Versions> BookStore for Logged<S> {
+/// #   async fn list(&self, q: &ListQuery) -> Result<BookPage, StoreError> { self.0.list(q).await }
+/// #   async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> { self.0.get(id).await }
+/// #   async fn create(&self, b: &BookInput, n: DateTime<Utc>) -> Result<BookRecord, StoreError> { self.0.create(b, n).await }
+/// #   async fn update(&self, id: i64, b: &BookInput, n: DateTime<Utc>) -> Result<Option<BookRecord>, StoreError> { self.0.update(id, b, n).await }
+/// #   async fn delete(&self, id: i64) -> Result<bool, StoreError> { self.0.delete(id).await }
+/// #   async fn author_exists(&self, id: i64) -> Result<bool, StoreError> { self.0.author_exists(id).await }
+///     fn capabilities(self: Arc<Self>) -> Capabilities<Self> {
+///         // Does not compile: `Logged<S>` does not implement `Versions`.
+///         Capabilities::of(self).versions()
+///     }
+/// }
+/// ```
+///
+/// A tier that needs another says so as a supertrait ([`VersionTally`] needs
+/// [`Versions`]), so one cannot be named without the other.
+pub struct Capabilities<S> {
+    store: Arc<S>,
+    tiers: StoreTiers,
 }
 
-impl<'a> Capabilities<'a> {
-    /// The data tier alone.
-    pub fn none() -> Self {
-        Self::default()
+/// The tiers of a store, settled: the API's handles on each tier it has.
+#[derive(Clone)]
+pub(crate) struct StoreTiers {
+    pub(crate) data: Arc<dyn BookStore>,
+    pub(crate) versions: Option<Arc<dyn Versions>>,
+    pub(crate) tally: Option<Arc<dyn VersionTally>>,
+    pub(crate) conditional_writes: Option<Arc<dyn ConditionalWrites>>,
+    pub(crate) idempotent_creates: Option<Arc<dyn IdempotentCreates>>,
+    pub(crate) list_queries: bool,
+}
+
+impl<S: BookStore> Capabilities<S> {
+    /// The data tier alone, of `store`.
+    pub fn of(store: Arc<S>) -> Self {
+        Self {
+            tiers: StoreTiers {
+                data: store.clone(),
+                versions: None,
+                tally: None,
+                conditional_writes: None,
+                idempotent_creates: None,
+                list_queries: false,
+            },
+            store,
+        }
     }
 
     /// With [`Versions`]: the API caches rendered answers, exactly.
-    pub fn with_versions(self, versions: &'a dyn Versions) -> Self {
-        Self {
-            versions: Some(versions),
-            ..self
-        }
+    pub fn versions(mut self) -> Self
+    where
+        S: Versions,
+    {
+        self.tiers.versions = Some(self.store.clone() as Arc<dyn Versions>);
+        self
     }
 
-    /// With [`VersionTally`]: cached pages survive creates. Taken only with
-    /// [`with_versions`](Self::with_versions).
-    pub fn with_version_tally(self, tally: &'a dyn VersionTally) -> Self {
-        Self {
-            tally: Some(tally),
-            ..self
-        }
+    /// With [`VersionTally`] (and so [`Versions`]): cached pages survive creates.
+    pub fn version_tally(mut self) -> Self
+    where
+        S: VersionTally,
+    {
+        self.tiers.tally = Some(self.store.clone() as Arc<dyn VersionTally>);
+        self.versions()
     }
 
     /// With [`ConditionalWrites`]: `If-Match` on `PUT` and `DELETE`.
-    pub fn with_conditional_writes(self, writes: &'a dyn ConditionalWrites) -> Self {
-        Self {
-            conditional_writes: Some(writes),
-            ..self
-        }
+    pub fn conditional_writes(mut self) -> Self
+    where
+        S: ConditionalWrites,
+    {
+        self.tiers.conditional_writes = Some(self.store.clone() as Arc<dyn ConditionalWrites>);
+        self
     }
 
     /// With [`IdempotentCreates`]: `Idempotency-Key` on creates.
-    pub fn with_idempotent_creates(self, creates: &'a dyn IdempotentCreates) -> Self {
-        Self {
-            idempotent_creates: Some(creates),
-            ..self
-        }
+    pub fn idempotent_creates(mut self) -> Self
+    where
+        S: IdempotentCreates,
+    {
+        self.tiers.idempotent_creates = Some(self.store.clone() as Arc<dyn IdempotentCreates>);
+        self
     }
 
-    /// With the list queries tier: [`list`](super::BookStore::list) (and
-    /// [`list_versioned`](Versions::list_versioned)) honour a
-    /// [`ListQuery`](super::ListQuery)'s filter and sort, so the API serves `filter[…]`
-    /// and `sort` (without it, 501 for a list that asks for either).
-    pub fn with_list_queries(self) -> Self {
-        Self {
-            list_queries: true,
-            ..self
-        }
-    }
-
-    /// Whether the store filters and sorts lists.
-    pub fn list_queries(&self) -> bool {
-        self.list_queries
-    }
-
-    /// The versions tier, if the store has it.
-    pub fn versions(&self) -> Option<&'a dyn Versions> {
-        self.versions
-    }
-
-    /// The version tally, if the store has it and the versions tier.
-    pub fn version_tally(&self) -> Option<&'a dyn VersionTally> {
-        self.tally.filter(|_| self.versions.is_some())
-    }
-
-    /// The conditional writes tier, if the store has it.
-    pub fn conditional_writes(&self) -> Option<&'a dyn ConditionalWrites> {
-        self.conditional_writes
-    }
-
-    /// The idempotent creates tier, if the store has it.
-    pub fn idempotent_creates(&self) -> Option<&'a dyn IdempotentCreates> {
-        self.idempotent_creates
+    /// With [`ListQueries`]: `filter[…]` and `sort` on the list.
+    pub fn list_queries(mut self) -> Self
+    where
+        S: ListQueries,
+    {
+        self.tiers.list_queries = true;
+        self
     }
 
     /// Which tiers these are, by name.
     pub fn tiers(&self) -> Tiers {
+        self.tiers.names()
+    }
+
+    /// The API's handles on the store and each of its tiers.
+    pub(crate) fn settled(self) -> StoreTiers {
+        self.tiers
+    }
+}
+
+impl StoreTiers {
+    /// Which tiers these are, by name.
+    pub(crate) fn names(&self) -> Tiers {
         Tiers {
             versions: self.versions.is_some(),
-            version_tally: self.version_tally().is_some(),
+            version_tally: self.tally.is_some(),
             conditional_writes: self.conditional_writes.is_some(),
             idempotent_creates: self.idempotent_creates.is_some(),
             list_queries: self.list_queries,
@@ -110,9 +172,18 @@ impl<'a> Capabilities<'a> {
     }
 }
 
-impl Debug for Capabilities<'_> {
+impl<S: BookStore> Debug for Capabilities<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.tiers().fmt(f)
+    }
+}
+
+impl Debug for StoreTiers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreTiers")
+            .field("store", &self.data)
+            .field("tiers", &self.names())
+            .finish()
     }
 }
 
@@ -129,7 +200,7 @@ pub struct Tiers {
     pub conditional_writes: bool,
     /// [`IdempotentCreates`]: `Idempotency-Key`.
     pub idempotent_creates: bool,
-    /// [List queries](Capabilities::with_list_queries): `filter[…]` and `sort`.
+    /// [`ListQueries`]: `filter[…]` and `sort`.
     pub list_queries: bool,
 }
 

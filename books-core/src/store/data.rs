@@ -2,6 +2,7 @@
 
 use std::error::Error as StdError;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -153,8 +154,8 @@ impl StoreError {
 ///     async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
 ///         Ok(id == 1)
 ///     }
-///     fn capabilities(&self) -> Capabilities<'_> {
-///         Capabilities::none()
+///     fn capabilities(self: std::sync::Arc<Self>) -> Capabilities<Self> {
+///         Capabilities::of(self)
 ///     }
 /// }
 /// # let api = books_core::BooksApi::new(Shelf::default(), books_core::Config::default());
@@ -166,7 +167,7 @@ pub trait BookStore: Debug + Send + Sync + 'static {
     /// holds in all. Paging happens in the store: one query for the page, never a lookup
     /// per book. An offset past the end yields no books and the true total. A store is
     /// asked to filter and sort only if it names the
-    /// [list queries tier](Capabilities::with_list_queries).
+    /// [list queries tier](super::ListQueries).
     async fn list(&self, query: &ListQuery) -> Result<BookPage, StoreError>;
 
     /// The book with this id joined with its author, or `None`.
@@ -201,11 +202,13 @@ pub trait BookStore: Debug + Send + Sync + 'static {
         self.author_exists(0).await.map(drop)
     }
 
-    /// The capability tiers this store implements ([`Capabilities::none`] for the data
-    /// tier alone). Required, so that a store wrapping another says what it forwards: a
-    /// wrapper that forwards the inner store's capabilities passes their calls straight
-    /// to the inner store.
-    fn capabilities(&self) -> Capabilities<'_>;
+    /// The capability tiers this store implements (`Capabilities::of(self)` for the data
+    /// tier alone), asked once when the API is built. Required, so that every store,
+    /// a wrapper of another included, says which tiers it has; typed by the store, so it
+    /// names only tiers the store implements itself (see [`Capabilities`]).
+    fn capabilities(self: Arc<Self>) -> Capabilities<Self>
+    where
+        Self: Sized;
 }
 
 /// Writing authors: for hosts, demo data and tests. The API itself never writes authors.

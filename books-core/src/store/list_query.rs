@@ -3,12 +3,30 @@
 
 use std::cmp::Ordering;
 
-use super::BookRecord;
+use super::{BookRecord, BookStore};
+
+/// The list queries tier: the store's [`list`](BookStore::list) (and
+/// [`list_versioned`](super::Versions::list_versioned)) honour a [`ListQuery`]'s filter
+/// and sort, so the API serves `filter[…]` and `sort` (without it, 501 for a list that
+/// asks for either).
+///
+/// The rules, which the tier's conformance cases check:
+///
+/// 1. The list holds the books the [filter](ListQuery::filter) keeps
+///    ([`ListQuery::matches`]), in the [sort](ListQuery::sort)'s order with ties by id
+///    ascending ([`ListQuery::compare`]); the total counts the books the filter keeps.
+/// 2. The page and its total come from one snapshot, as for a plain list: on PostgreSQL
+///    one statement (or a `REPEATABLE READ` transaction), on MariaDB one statement (or a
+///    consistent-snapshot transaction), on SQLite one statement or transaction.
+/// 3. A title filter matches as [`fold_title`] says: ASCII letters compared
+///    case-insensitively, every other character exactly (`%`, `_` and `\` are plain
+///    characters).
+pub trait ListQueries: BookStore {}
 
 /// Which books a [`list`](super::BookStore::list) asks for: those the filter keeps, in
 /// the sort's order (ties, and the default order, by id ascending), `limit` of them
 /// after the first `offset`. A store without the
-/// [list queries tier](super::Capabilities::with_list_queries) is only ever asked for
+/// [list queries tier](ListQueries) is only ever asked for
 /// plain lists ([`is_plain`](Self::is_plain)).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -14,7 +14,7 @@
 //! | version tally | [`VersionTally`] (beside `Versions`) | keeps cached pages across creates | a create empties the cache |
 //! | conditional writes | [`ConditionalWrites`] | `If-Match` on `PUT` and `DELETE` | 501 for a write with `If-Match` |
 //! | idempotent creates | [`IdempotentCreates`] | `Idempotency-Key` on creates | 501 for a create with a key |
-//! | list queries | [`Capabilities::with_list_queries`] (the data tier's `list` filters and sorts) | `filter[…]` and `sort` on the list | 501 for a list with either |
+//! | list queries | [`ListQueries`] (the data tier's `list` filters and sorts) | `filter[…]` and `sort` on the list | 501 for a list with either |
 //!
 //! Nothing is ever stale or lost without a tier: the API asks for what it needs and
 //! answers plainly when a store lacks it. Each trait's documentation states every rule a
@@ -34,12 +34,15 @@ mod list_query;
 mod shared_check;
 mod versions;
 
+pub(crate) use capabilities::StoreTiers;
 pub use capabilities::{Capabilities, Tiers};
 pub use conditional_writes::{Conditional, ConditionalWrites, Precondition};
 pub use data::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError};
 pub use idempotent_creates::{
     IdempotencyKey, IdempotencyRecord, IdempotentCreates, KeyedCreate, RenderAnswer, StoredAnswer,
 };
-pub use list_query::{ListFilter, ListQuery, SortField, SortKey, YearRange, fold_title};
+pub use list_query::{
+    ListFilter, ListQueries, ListQuery, SortField, SortKey, YearRange, fold_title,
+};
 pub use shared_check::SharedCheck;
-pub use versions::{BooksTally, VersionTally, Versions};
+pub use versions::{BooksTally, Version, VersionTally, Versions};

@@ -9,45 +9,44 @@
 ///     #[cfg_attr(not(my_database), ignore = "set MY_DATABASE_URL")] // any attributes, on every case
 ///     setup: fresh,                 // async fn() -> S: a fresh, empty store
 ///     tiers: [versions, conditional_writes],
-///     outside_writes: host_sql,     // async fn(S, OutsideWrite), or `none`
+///     outside_writes: host_sql,     // optional: async fn(S, OutsideWrite)
+///     authors: seed,                // optional: a SeedAuthors<S> (default: the store's AuthorStore)
 ///     guard: cleanup,               // optional: fn() -> G, held for the whole case
 /// }
 /// ```
 ///
+/// `S: BookStore + Clone`. The data tier always runs, with a case that the store's
+/// [`capabilities`](crate::store::BookStore::capabilities) name exactly the listed tiers;
+/// each listed tier's cases need `S` to implement its trait (a tier listed that the
+/// store lacks does not compile). `known_version` beside `versions` adds the case for a
+/// store that knows its version without asking (pushed by the database).
+///
+/// `outside_writes` is how the suite writes the store's data from outside it (an
+/// [`OutsideWrite`](crate::testing::store_cases::OutsideWrite) through the store's own
+/// backend, as a host's SQL would): the cases that need it — writes between and beside
+/// the suite's reads, a backup restored under the store — are generated only with it,
+/// so a store nothing else can write (an in-memory one) leaves it out. A version kept in
+/// memory, or a page read across two snapshots, fails them.
+///
+/// `authors` seeds the authors the cases need ([`SeedAuthors`](crate::testing::store_cases::SeedAuthors)):
+/// without it the store's own [`AuthorStore`](crate::store::AuthorStore); a store whose
+/// authors are read-only gives the host's seeding instead.
+///
 /// `guard` is for clean-up: its value is made before the case and dropped after it,
 /// passed or failed (dropping the databases or schemas the case made, say).
-///
-/// `S: BookStore + AuthorStore + Clone`. The data tier always runs, with a case that the
-/// store's [`capabilities`](crate::store::BookStore::capabilities) name exactly the
-/// listed tiers. `outside_writes` is how the suite writes the store's data from outside
-/// it (an [`OutsideWrite`](crate::testing::store_cases::OutsideWrite) through the store's own backend, as
-/// a host's SQL would): the versions tier runs such writes between its reads, so a
-/// version kept in memory fails it. `none` declares that nothing but the store can write
-/// its data (an in-memory store).
 #[macro_export]
 macro_rules! store_conformance_suite {
     (
         $(#[$attr:meta])*
         setup: $setup:expr,
-        tiers: [$($tier:ident),* $(,)?],
-        outside_writes: none
+        tiers: [$($tier:ident),* $(,)?]
+        $(, outside_writes: $hook:expr)?
+        $(, authors: $authors:expr)?
         $(, guard: $guard:expr)? $(,)?
     ) => {
         $crate::__store_tiers!(
-            [$(#[$attr])*] ($setup, [$(($guard)())?]), [$($tier),*],
-            $crate::testing::store_cases::Outside::impossible()
-        );
-    };
-    (
-        $(#[$attr:meta])*
-        setup: $setup:expr,
-        tiers: [$($tier:ident),* $(,)?],
-        outside_writes: $hook:expr
-        $(, guard: $guard:expr)? $(,)?
-    ) => {
-        $crate::__store_tiers!(
-            [$(#[$attr])*] ($setup, [$(($guard)())?]), [$($tier),*],
-            $crate::testing::store_cases::Outside::through($hook)
+            [$(#[$attr])*] ($setup, [$($hook)?], [$($authors)?], [$($tier),*], [$(($guard)())?]),
+            [$($tier),*], [$($hook)?]
         );
     };
 }
@@ -55,11 +54,11 @@ macro_rules! store_conformance_suite {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __store_tiers {
-    ($attrs:tt $setup:tt, [$($tier:ident),*], $outside:expr) => {
+    ($attrs:tt $fixture:tt, [$($tier:ident),*], $hook:tt) => {
         mod data {
             #[allow(unused_imports)]
             use super::*;
-            $crate::__store_cases!($attrs $setup;
+            $crate::__store_cases!($attrs $fixture;
                 empty_store_lists_nothing,
                 create_then_get_round_trips,
                 get_missing_is_none,
@@ -80,96 +79,173 @@ macro_rules! __store_tiers {
                 demo_data_loads_once_into_an_empty_store,
                 reachable_store_is_ready,
                 deep_pages_stay_exact_across_ranges,
-            );
-            $crate::__store_cases!($attrs $setup;
                 capabilities_are_the_tiers_tested(
                     $crate::testing::store_cases::tiers_named(&[$(stringify!($tier)),*])
                 ),
             );
+            $crate::__with_hook!($hook $crate::__store_cases!($attrs $fixture;
+                pages_and_totals_come_from_one_snapshot,
+            ););
         }
-        $($crate::__store_tier!($tier, $attrs $setup, $outside);)*
+        $($crate::__store_tier!($tier, $attrs $fixture, $hook);)*
     };
 }
 
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __store_tier {
-    (versions, $attrs:tt $setup:tt, $outside:expr) => {
+    (versions, $attrs:tt $fixture:tt, $hook:tt) => {
         mod versions {
             #[allow(unused_imports)]
             use super::*;
-            $crate::__store_cases!($attrs $setup;
-                version_moves_with_every_write($outside),
-                reads_carry_their_version($outside),
-                known_version_catches_up($outside),
-                cached_reads_see_writes_from_outside($outside),
+            $crate::__store_cases!($attrs $fixture;
+                version_moves_with_every_write,
+                reads_carry_their_version,
+                cached_reads_see_writes_behind_the_api,
             );
+            $crate::__with_hook!($hook $crate::__store_cases!($attrs $fixture;
+                version_moves_with_writes_from_outside,
+                reads_carry_writes_from_outside,
+                cached_reads_see_writes_from_outside,
+                a_restored_backup_is_never_served_from_the_cache,
+            ););
         }
     };
-    (version_tally, $attrs:tt $setup:tt, $outside:expr) => {
+    (known_version, $attrs:tt $fixture:tt, $hook:tt) => {
+        mod known_version {
+            #[allow(unused_imports)]
+            use super::*;
+            $crate::__store_cases!($attrs $fixture;
+                known_version_catches_up,
+            );
+            $crate::__with_hook!($hook $crate::__store_cases!($attrs $fixture;
+                known_version_catches_up_with_writes_from_outside,
+            ););
+        }
+    };
+    (version_tally, $attrs:tt $fixture:tt, $hook:tt) => {
         mod version_tally {
             #[allow(unused_imports)]
             use super::*;
-            $crate::__store_cases!($attrs $setup;
-                version_tally_tells_creates_from_other_writes($outside),
+            $crate::__store_cases!($attrs $fixture;
+                version_tally_tells_creates_from_other_writes,
             );
+            $crate::__with_hook!($hook $crate::__store_cases!($attrs $fixture;
+                version_tally_tells_creates_from_writes_from_outside,
+            ););
         }
     };
-    (conditional_writes, $attrs:tt $setup:tt, $outside:expr) => {
+    (conditional_writes, $attrs:tt $fixture:tt, $hook:tt) => {
         mod conditional_writes {
             #[allow(unused_imports)]
             use super::*;
-            $crate::__store_cases!($attrs $setup;
+            $crate::__store_cases!($attrs $fixture;
                 conditional_writes_check_the_book_as_it_is,
                 concurrent_conditional_updates_let_one_through,
                 author_vanishing_before_a_conditional_write_is_422,
-                conditional_writes_see_writes_from_outside($outside),
             );
+            $crate::__with_hook!($hook $crate::__store_cases!($attrs $fixture;
+                conditional_writes_see_writes_from_outside,
+            ););
         }
     };
-    (list_queries, $attrs:tt $setup:tt, $outside:expr) => {
+    (list_queries, $attrs:tt $fixture:tt, $hook:tt) => {
         mod list_queries {
             #[allow(unused_imports)]
             use super::*;
-            $crate::__store_cases!($attrs $setup;
+            $crate::__store_cases!($attrs $fixture;
                 list_queries_filter_by_author_year_and_title,
                 list_queries_sort_by_every_field_with_ties_by_id,
-                list_queries_stay_exact_across_writes($outside),
+                list_queries_stay_exact_across_writes,
             );
+            $crate::__with_hook!($hook $crate::__store_cases!($attrs $fixture;
+                list_queries_stay_exact_across_writes_from_outside,
+                filtered_pages_and_totals_come_from_one_snapshot,
+            ););
         }
     };
-    (idempotent_creates, $attrs:tt $setup:tt, $outside:expr) => {
+    (idempotent_creates, $attrs:tt $fixture:tt, $hook:tt) => {
         mod idempotent_creates {
             #[allow(unused_imports)]
             use super::*;
-            $crate::__store_cases!($attrs $setup;
+            $crate::__store_cases!($attrs $fixture;
                 keyed_creates_keep_their_record_with_the_book,
                 keyed_creates_sent_together_each_keep_their_key,
                 author_vanishing_before_a_keyed_create_is_422,
             );
         }
     };
+    ($other:ident, $attrs:tt $fixture:tt, $hook:tt) => {
+        ::core::compile_error!(concat!(
+            "no tier is named `", stringify!($other), "` (versions, known_version, ",
+            "version_tally, conditional_writes, idempotent_creates, list_queries)"
+        ));
+    };
+}
+
+/// The cases given, if the suite has an outside-writes hook; none without.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_hook {
+    ([] $($cases:tt)*) => {};
+    ([$hook:expr] $($cases:tt)*) => { $($cases)* };
 }
 
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __store_cases {
-    ($attrs:tt $setup:tt; $($case:ident $(($($arg:expr),*))?),+ $(,)?) => {
-        $($crate::__store_case!($attrs $setup; $case $(($($arg),*))?);)+
+    ($attrs:tt $fixture:tt; $($case:ident $(($($arg:expr),*))?),+ $(,)?) => {
+        $($crate::__store_case!($attrs $fixture; $case $(($($arg),*))?);)+
     };
 }
 
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __store_case {
-    ([$(#[$attr:meta])*] ($setup:expr, [$($guard:expr)?]); $case:ident $(($($arg:expr),*))?) => {
+    (
+        [$(#[$attr:meta])*]
+        ($setup:expr, [$($hook:expr)?], [$($authors:expr)?], [$($tier:ident),*], [$($guard:expr)?]);
+        $case:ident $(($($arg:expr),*))?
+    ) => {
         $(#[$attr])*
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $case() {
             $(let _guard = $guard;)?
-            let store = ($setup)().await;
-            $crate::testing::store_cases::$case(store $($(, $arg)*)?).await;
+            let fixture = $crate::testing::store_cases::Fixture::new(
+                ($setup)().await,
+                $crate::__either!([$($authors)?] $crate::testing::store_cases::ThroughStore),
+                $crate::__either!(
+                    [$(Some($crate::testing::store_cases::Outside::through($hook)))?]
+                    None
+                ),
+            );
+            $(let fixture = $crate::__settling!($tier, fixture);)*
+            $crate::testing::store_cases::$case(fixture $($(, $arg)*)?).await;
         }
+    };
+}
+
+/// The first expression if there is one, else the second.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __either {
+    ([$given:expr] $default:expr) => {
+        $given
+    };
+    ([] $default:expr) => {
+        $default
+    };
+}
+
+/// A fixture that waits for a pushed version to catch up, for a store with versions.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __settling {
+    (versions, $fixture:ident) => {
+        $fixture.settling()
+    };
+    ($tier:ident, $fixture:ident) => {
+        $fixture
     };
 }
 

@@ -5,23 +5,16 @@
 
 use std::fmt::Write as _;
 use std::str::FromStr;
-use std::sync::Arc;
-use std::time::Duration;
 
 use sqlx::Row;
-use sqlx::mysql::{MySql, MySqlPool, MySqlPoolOptions, MySqlRow};
+use sqlx::mysql::{MySql, MySqlPool, MySqlRow};
 
-use books_core::store::StoreError;
-
-use super::{MySqlStore, session_settings};
-use crate::Error;
-use crate::check::{OnConnection, VersionCheck};
-use crate::replicas::{DEFAULT_WAIT, Position, ReplicaState, Replicas, Standby};
+use crate::servers::replicas::{Position, Standby};
 
 /// A GTID position: for each replication domain, the last transaction's server id and
 /// sequence number (sequence numbers only grow within a domain, whichever server wrote).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Gtid(Vec<(u32, u32, u64)>);
+pub struct Gtid(Vec<(u32, u32, u64)>);
 
 impl FromStr for Gtid {
     type Err = String;
@@ -104,26 +97,10 @@ impl Position for Gtid {
     }
 }
 
-/// The primary's GTID position, read now on the version check's connection (what a
-/// replica must have applied before it may answer a read).
-pub(super) async fn primary_position(
-    check: &VersionCheck<MySql>,
-    pool: &MySqlPool,
-) -> Result<Gtid, StoreError> {
-    let query: OnConnection<String, MySql> = Box::new(|conn| {
-        Box::pin(async move {
-            sqlx::raw_sql("SELECT @@gtid_binlog_pos")
-                .fetch_one(conn)
-                .await?
-                .try_get(0)
-        })
-    });
-    let text = check.run(pool, query).await?;
-    text.parse().map_err(StoreError::other)
-}
-
 impl Standby for MySql {
     type Position = Gtid;
+    /// Every transaction the primary wrote to its binary log (empty without one).
+    const PRIMARY_POSITION: &'static str = "SELECT @@gtid_binlog_pos";
     const LAG_METRIC: &'static str = "books_store_replica_lag_transactions";
 
     /// Two statements in one message, each with a snapshot of its own (autocommit).
@@ -135,7 +112,7 @@ impl Standby for MySql {
     }
 
     /// An empty position: not replicating (or nothing applied yet, which reaches no
-    /// position a primary with a binary log reports).
+    /// position a primary with a binary log reports); on a primary, no binary log.
     fn applied(row: &MySqlRow) -> Result<Option<Gtid>, sqlx::Error> {
         let text: Option<String> = row.try_get(0)?;
         let gtid = text.as_deref().unwrap_or_default().parse::<Gtid>();
@@ -146,62 +123,6 @@ impl Standby for MySql {
     fn label(pool: &MySqlPool) -> String {
         let options = pool.connect_options();
         format!("{}:{}", options.get_host(), options.get_port())
-    }
-}
-
-/// Replicas, on the store.
-impl MySqlStore {
-    /// This store reading from `replicas`, GTID replicas of the primary: pages and books
-    /// are read there once a replica has applied the primary's `@@gtid_binlog_pos` as
-    /// the read began (so no read is older than a write acknowledged before it, by any
-    /// process), else after a short wait ([`replica_wait`](Self::replica_wait)) from the
-    /// primary. Writes, version checks and migrations stay on the primary. A replica that
-    /// is down or lagging costs latency, never an error; it is asked again after
-    /// [`DOWN_FOR`](crate::DOWN_FOR). The primary needs its binary log on
-    /// (`log_bin`); without one it has no position, and the primary answers every read.
-    pub fn with_replicas(self, replicas: Vec<MySqlPool>) -> Self {
-        let replicas =
-            (!replicas.is_empty()).then(|| Arc::new(Replicas::new(replicas, DEFAULT_WAIT)));
-        Self { replicas, ..self }
-    }
-
-    /// How long a read waits for a replica to catch up before the primary answers it
-    /// (default [`DEFAULT_REPLICA_WAIT`](crate::DEFAULT_REPLICA_WAIT)).
-    pub fn replica_wait(self, wait: Duration) -> Self {
-        let replicas = self
-            .replicas
-            .as_ref()
-            .map(|replicas| Arc::new(replicas.with_wait(wait)));
-        Self { replicas, ..self }
-    }
-
-    /// A lazily connected pool for a replica at `url`, as the store would build one: the
-    /// store's session settings, and a one-second wait for a connection (a replica that
-    /// cannot be reached is left out quickly).
-    pub fn replica_pool(url: &str) -> Result<MySqlPool, Error> {
-        Ok(MySqlPoolOptions::new()
-            .max_connections(10)
-            .acquire_timeout(Duration::from_secs(1))
-            .test_before_acquire(false)
-            .after_connect(|conn, _| Box::pin(session_settings(conn)))
-            .connect_lazy_with(Self::options(url)?))
-    }
-
-    /// The replicas' pools, if any.
-    pub fn replica_pools(&self) -> Vec<MySqlPool> {
-        self.replicas
-            .as_ref()
-            .map(|replicas| replicas.pools())
-            .unwrap_or_default()
-    }
-
-    /// What the store knows of each replica: whether it is up, how far behind, how many
-    /// reads it answered (the same as the `books_store_replica_*` metrics).
-    pub fn replicas(&self) -> Vec<ReplicaState> {
-        self.replicas
-            .as_ref()
-            .map(|replicas| replicas.states())
-            .unwrap_or_default()
     }
 }
 

@@ -17,10 +17,10 @@
 //! [`PostgresStore::listening`]: crate::PostgresStore::listening
 //! [`known_version`]: books_core::store::Versions::known_version
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use books_core::store::Version;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use sqlx::{AssertSqlSafe, SqlSafeStr, SqlStr};
 use tokio::task::JoinHandle;
@@ -42,13 +42,10 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Wait before reconnecting after the listener's connection failed.
 const RECONNECT: Duration = Duration::from_secs(1);
 
-/// "Not known": versions are sums of non-negative `BIGINT`s, never this.
-const UNKNOWN: u64 = u64::MAX;
-
 /// The listener of one store (shared by its clones); stops when the last clone drops.
 #[derive(Debug)]
 pub(crate) struct Push {
-    known: Arc<AtomicU64>,
+    known: Arc<Mutex<Option<Version>>>,
     task: JoinHandle<()>,
 }
 
@@ -57,15 +54,14 @@ impl Push {
     /// keep all of the store's `pool`, whose closing stops the listener); `state` reads
     /// the version and whether push mode is on. Needs a tokio runtime.
     pub(crate) fn start(pool: &PgPool, options: PgConnectOptions, state: SqlStr) -> Self {
-        let known = Arc::new(AtomicU64::new(UNKNOWN));
-        let task = tokio::spawn(listen(pool.clone(), options, state, known.clone()));
+        let known = Arc::default();
+        let task = tokio::spawn(listen(pool.clone(), options, state, Arc::clone(&known)));
         Self { known, task }
     }
 
     /// The version as last read, while it can be trusted.
-    pub(crate) fn known(&self) -> Option<u64> {
-        let known = self.known.load(Ordering::Acquire);
-        (known != UNKNOWN).then_some(known)
+    pub(crate) fn known(&self) -> Option<Version> {
+        *self.known.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -76,8 +72,13 @@ impl Drop for Push {
 }
 
 /// Follows notifications, reconnecting after failures, until the store's pool is closed.
-async fn listen(store: PgPool, options: PgConnectOptions, state: SqlStr, known: Arc<AtomicU64>) {
-    let set = |version: Option<u64>| known.store(version.unwrap_or(UNKNOWN), Ordering::Release);
+async fn listen(
+    store: PgPool,
+    options: PgConnectOptions,
+    state: SqlStr,
+    known: Arc<Mutex<Option<Version>>>,
+) {
+    let set = |version: Option<Version>| *known.lock().unwrap_or_else(|e| e.into_inner()) = version;
     let reconnecting = async {
         loop {
             // A pool of one per attempt: a connection that went silent may stay stuck
@@ -102,21 +103,22 @@ async fn listen(store: PgPool, options: PgConnectOptions, state: SqlStr, known: 
 async fn follow(
     pool: &PgPool,
     state: &SqlStr,
-    set: &impl Fn(Option<u64>),
+    set: &impl Fn(Option<Version>),
 ) -> Result<std::convert::Infallible, sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
     listener.listen(CHANNEL).await?;
     loop {
         // Read on the listening connection: an answer proves it alive, and every
         // notification received before it is reflected.
-        let read = sqlx::query_as::<_, (Option<i64>, bool)>(state.clone()).fetch_one(&mut listener);
-        let (version, on) = timeout(PROBE_TIMEOUT, read).await.map_err(|_| {
+        let read =
+            sqlx::query_as::<_, (Option<i64>, i64, bool)>(state.clone()).fetch_one(&mut listener);
+        let (count, history, on) = timeout(PROBE_TIMEOUT, read).await.map_err(|_| {
             sqlx::Error::Io(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 "the listener's read timed out",
             ))
         })??;
-        set(on.then(|| version.unwrap_or(0) as u64));
+        set(on.then(|| Version::new(history as u64, count.unwrap_or(0) as u64)));
         match timeout(HEARTBEAT, listener.try_recv()).await {
             // A heartbeat: read again.
             Err(_) => {}
@@ -129,11 +131,15 @@ async fn follow(
     }
 }
 
-/// The listener's read: the version and whether both tables notify.
+/// The listener's read: the version's count and history (as the version check reads
+/// them), and whether both tables notify. A listener that reconnected to another server
+/// (a failover) reads another history: the cache takes it as a rewrite.
 pub(crate) fn state_sql(schema: &str) -> SqlStr {
     // Safe: `schema` is empty or an identifier checked by the store.
     sqlx::AssertSqlSafe(
         "SELECT (SELECT CAST(SUM(version) AS BIGINT) FROM {s}book_count), \
+         hashtextextended(substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) || '/' \
+          || pg_relation_filenode('{s}book_count')::text, 0), \
          (SELECT COUNT(*) FROM pg_trigger WHERE tgname = 'books_notify' AND tgenabled <> 'D' \
           AND tgrelid IN (to_regclass('{s}books'), to_regclass('{s}authors'))) = 2"
             .replace("{s}", schema),
@@ -143,7 +149,7 @@ pub(crate) fn state_sql(schema: &str) -> SqlStr {
 
 /// Connection options, without printing the password.
 #[derive(Clone)]
-pub(super) struct Notify(PgConnectOptions);
+pub(super) struct Notify(Box<PgConnectOptions>);
 
 impl std::fmt::Debug for Notify {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -156,11 +162,9 @@ impl std::fmt::Debug for Notify {
 impl PostgresStore {
     /// This store's push listener connects with `options` (a direct connection to the
     /// primary) instead of the pool's: behind a transaction pooler, `LISTEN` needs one.
-    pub fn notify_with(self, options: PgConnectOptions) -> Self {
-        Self {
-            notify: Some(Notify(options)),
-            ..self
-        }
+    pub fn notify_with(mut self, options: PgConnectOptions) -> Self {
+        self.extra.notify = Some(Notify(Box::new(options)));
+        self
     }
 
     /// This store with a push listener (a tokio task on one connection of its own, opened
@@ -180,10 +184,10 @@ impl PostgresStore {
     /// # Panics
     ///
     /// Outside a tokio runtime (it spawns the listener's task).
-    pub fn listening(self) -> Self {
-        let options = match (&self.notify, self.session.pooler) {
-            (Some(Notify(direct)), _) => direct.clone(),
-            (None, false) => (*self.pool.connect_options()).clone(),
+    pub fn listening(mut self) -> Self {
+        let options = match (&self.extra.notify, self.extra.session.pooler) {
+            (Some(Notify(direct)), _) => (**direct).clone(),
+            (None, false) => (*self.servers.pool.connect_options()).clone(),
             (None, true) => {
                 tracing::error!(
                     "push mode needs a direct connection for LISTEN, which a transaction \
@@ -192,11 +196,9 @@ impl PostgresStore {
                 return self;
             }
         };
-        let state = state_sql(&self.sql_schema());
-        Self {
-            push: Some(Arc::new(Push::start(&self.pool, options, state))),
-            ..self
-        }
+        let state = state_sql(&self.prefix());
+        self.extra.push = Some(Arc::new(Push::start(&self.servers.pool, options, state)));
+        self
     }
 
     /// Turns push mode on or off for the database — every process and every writer,
@@ -206,8 +208,8 @@ impl PostgresStore {
     /// time, so writes slow down (BENCHMARKS.md measures by how much); it suits
     /// read-mostly deployments. Safe to repeat.
     pub async fn set_push(&self, on: bool) -> Result<(), Error> {
-        let s = self.sql_schema();
-        let mut tx = self.session.begin(&self.pool).await?;
+        let s = self.prefix();
+        let mut tx = self.extra.session.begin(&self.servers.pool).await?;
         for table in ["books", "authors"] {
             // Safe: `s` is empty or a checked identifier and a dot.
             let ddl = if on {
@@ -222,17 +224,11 @@ impl PostgresStore {
             sqlx::raw_sql(AssertSqlSafe(ddl)).execute(&mut *tx).await?;
         }
         sqlx::query("SELECT pg_notify($1, 'push')")
-            .persistent(self.session.persistent())
+            .persistent(self.persistent())
             .bind(CHANNEL)
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
         Ok(())
-    }
-
-    /// While [`listening`](Self::listening) in push mode: the version the listener last
-    /// read.
-    pub(crate) fn pushed_version(&self) -> Option<u64> {
-        self.push.as_ref().and_then(|push| push.known())
     }
 }

@@ -52,6 +52,117 @@ pub enum Value {
     Text(String),
 }
 
+/// A database of the tests, for what its SQL spells differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(dead_code)] // each test binary uses one
+pub enum Db {
+    Sqlite,
+    Postgres,
+    MySql,
+}
+
+/// The tables a backup holds: everything the store keeps but its idempotency keys, and
+/// each one's columns (MariaDB's `title_key` is generated).
+const BACKED_UP: [(&str, &str); 5] = [
+    ("authors", "id, name"),
+    (
+        "books",
+        "id, title, author_id, year, created_at, updated_at",
+    ),
+    ("book_count", "*"),
+    ("book_ranges", "*"),
+    ("book_groups", "*"),
+];
+
+/// What the host runs, as text, for a backup taken (`Snapshot`) or restored (`Restore`)
+/// under the store, tables written `{s}books`; `None` for any other write. A restore
+/// puts every table's rows back as they were, the counters the triggers keep (and so the
+/// version) included, as restoring a dump would; on PostgreSQL with the triggers off and
+/// the identities set back, as `pg_restore --disable-triggers` does.
+pub fn backup_sql(write: &OutsideWrite, db: Db) -> Option<Vec<String>> {
+    let (restore, name) = match write {
+        OutsideWrite::Snapshot { name } => (false, name),
+        OutsideWrite::Restore { name } => (true, name),
+        _ => return None,
+    };
+    let mut script = Vec::new();
+    if !restore {
+        for (table, _) in BACKED_UP {
+            script.push(format!("DROP TABLE IF EXISTS {{s}}{name}_{table}"));
+            script.push(format!(
+                "CREATE TABLE {{s}}{name}_{table} AS SELECT * FROM {{s}}{table}"
+            ));
+        }
+        return Some(script);
+    }
+    match db {
+        Db::Postgres => {
+            script.push("SET session_replication_role = replica".into());
+            let tables: Vec<String> = BACKED_UP.iter().map(|(t, _)| format!("{{s}}{t}")).collect();
+            script.push(format!("TRUNCATE {}", tables.join(", ")));
+        }
+        Db::MySql => {
+            script.push("SET foreign_key_checks = 0".into());
+            for (table, _) in BACKED_UP {
+                script.push(format!("DELETE FROM {{s}}{table}"));
+            }
+        }
+        Db::Sqlite => {
+            for (table, _) in BACKED_UP.iter().rev() {
+                script.push(format!("DELETE FROM {{s}}{table}"));
+            }
+        }
+    }
+    // Authors and books first (their triggers, where they fire, move the counters),
+    // then the counters as they were.
+    for (table, columns) in BACKED_UP {
+        let overriding = if db == Db::Postgres && table == "books" {
+            " OVERRIDING SYSTEM VALUE"
+        } else {
+            ""
+        };
+        if table == "book_count" && db != Db::Postgres {
+            for (table, _) in &BACKED_UP[2..] {
+                script.push(format!("DELETE FROM {{s}}{table}"));
+            }
+        }
+        let select = if columns == "*" {
+            "*".to_owned()
+        } else {
+            columns.to_owned()
+        };
+        let into = if columns == "*" {
+            String::new()
+        } else {
+            format!(" ({columns})")
+        };
+        script.push(format!(
+            "INSERT INTO {{s}}{table}{into}{overriding} SELECT {select} FROM {{s}}{name}_{table}"
+        ));
+    }
+    match db {
+        Db::Postgres => {
+            for table in ["authors", "books"] {
+                script.push(format!(
+                    "SELECT setval(pg_get_serial_sequence('{{s}}{table}', 'id'), \
+                     COALESCE((SELECT MAX(id) FROM {{s}}{name}_{table}), 0) + 1, false)"
+                ));
+            }
+            script.push("SET session_replication_role = origin".into());
+        }
+        Db::MySql => script.push("SET foreign_key_checks = 1".into()),
+        Db::Sqlite => {
+            for table in ["authors", "books"] {
+                script.push(format!(
+                    "UPDATE sqlite_sequence SET seq = COALESCE((SELECT MAX(id) FROM \
+                     {name}_{table}), 0) WHERE name = '{table}'"
+                ));
+            }
+        }
+    }
+    Some(script)
+}
+
 /// What a host's own SQL runs for a write from outside the store: the statement (tables
 /// written `{s}books`, so each store can put its schema there; `$N` placeholders, which
 /// SQLite and PostgreSQL take and the MariaDB tests make `?`) and its arguments.
@@ -81,7 +192,7 @@ pub fn outside_sql(write: OutsideWrite) -> (&'static str, Vec<Value>) {
             "UPDATE {s}authors SET name = $1 WHERE id = $2",
             vec![Value::Text(name), Value::Int(id)],
         ),
-        other => panic!("no SQL for {other:?}"),
+        other => panic!("no one statement for {other:?}: see backup_sql"),
     }
 }
 

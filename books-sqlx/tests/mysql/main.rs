@@ -216,11 +216,21 @@ fn host_query<'a>(
 /// A write from outside the store: the host's own SQL, on a connection of its own, to
 /// the store's database.
 async fn host_writes(store: MySqlStore, write: OutsideWrite) {
-    let (sql, values) = common::outside_sql(write);
     let mut host = options_in(&database_of(&store))
         .connect()
         .await
         .expect("the host's connection");
+    if let Some(script) = common::backup_sql(&write, common::Db::MySql) {
+        for sql in script {
+            let sql = sql.replace("{s}", "");
+            sqlx::raw_sql(AssertSqlSafe(sql))
+                .execute(&mut host)
+                .await
+                .expect("backup");
+        }
+        return;
+    }
+    let (sql, values) = common::outside_sql(write);
     host_query(sql, &values)
         .execute(&mut host)
         .await

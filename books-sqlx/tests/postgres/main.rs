@@ -214,8 +214,21 @@ use common::{api_works, cache_is_exact_across_writers, host_migrator};
 /// A write from outside the store: the host's own SQL, on a connection of its own, to
 /// the store's schema.
 async fn host_writes(store: PostgresStore, write: OutsideWrite) {
-    let (sql, values) = common::outside_sql(write);
     let schema = format!("{}.", store.schema().expect("a schema"));
+    let mut host = PgConnection::connect(&url())
+        .await
+        .expect("the host's connection");
+    if let Some(script) = common::backup_sql(&write, common::Db::Postgres) {
+        for sql in script {
+            let sql = sql.replace("{s}", &schema);
+            sqlx::raw_sql(AssertSqlSafe(sql))
+                .execute(&mut host)
+                .await
+                .expect("backup");
+        }
+        return;
+    }
+    let (sql, values) = common::outside_sql(write);
     let mut query = sqlx::query(AssertSqlSafe(sql.replace("{s}", &schema)));
     for value in values {
         query = match value {
@@ -223,9 +236,6 @@ async fn host_writes(store: PostgresStore, write: OutsideWrite) {
             common::Value::Text(text) => query.bind(text),
         };
     }
-    let mut host = PgConnection::connect(&url())
-        .await
-        .expect("the host's connection");
     query.execute(&mut host).await.expect("the host's write");
 }
 

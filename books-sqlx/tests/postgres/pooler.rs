@@ -238,7 +238,7 @@ async fn push_mode_listens_on_a_direct_connection() {
     let before = listening.known_version().unwrap();
     store.add_author(Some("A")).await.unwrap();
     super::push_mode::known_until(&listening, "follows a write", |known| {
-        known.is_some_and(|known| known > before)
+        known.is_some_and(|known| known.count > before.count)
     })
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;

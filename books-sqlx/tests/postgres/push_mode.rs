@@ -2,6 +2,7 @@
 //! while the listener cannot reach the database.
 
 use super::*;
+use books_core::store::Version;
 
 /// A migrated store in push mode, listening.
 async fn fresh_pushing() -> PostgresStore {
@@ -23,7 +24,11 @@ mod push_conformance {
 }
 
 /// Waits up to 5 s for the store's known version to satisfy `want`.
-pub async fn known_until(store: &PostgresStore, what: &str, want: impl Fn(Option<u64>) -> bool) {
+pub async fn known_until(
+    store: &PostgresStore,
+    what: &str,
+    want: impl Fn(Option<Version>) -> bool,
+) {
     known_within(Duration::from_secs(5), store, what, want).await;
 }
 
@@ -32,7 +37,7 @@ pub async fn known_within(
     bound: Duration,
     store: &PostgresStore,
     what: &str,
-    want: impl Fn(Option<u64>) -> bool,
+    want: impl Fn(Option<Version>) -> bool,
 ) {
     let deadline = Instant::now() + bound;
     while !want(store.known_version()) {

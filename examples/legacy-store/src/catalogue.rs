@@ -25,14 +25,12 @@ macro_rules! book {
 pub struct CatalogueStore {
     /// The host's pool.
     pub pool: SqlitePool,
-    /// Whether the host added the version table (see [`crate::versions`]).
-    pub(crate) versioned: bool,
 }
 
 impl CatalogueStore {
-    /// A store over the host's pool (the data tier alone).
+    /// A store over the host's pool; the host installed [`crate::versions::VERSION`].
     pub fn new(pool: SqlitePool) -> Self {
-        Self { pool, versioned: false }
+        Self { pool }
     }
 }
 
@@ -44,16 +42,10 @@ fn record((id, title, year, author_id, author_name, created_at, updated_at): Row
     BookRecord { id, title, year, author_id, author_name, created_at, updated_at }
 }
 
-/// Driver errors as the API's: what a retry may cure (no connection, the database busy or
-/// locked by another writer) is "unavailable" (503), the rest a 500.
+/// Driver errors as the API's (books-sqlx's classification: 503 for what a retry may
+/// cure, 500 for the rest).
 pub(crate) fn failed(error: sqlx::Error) -> StoreError {
-    let code = |e: &dyn sqlx::error::DatabaseError| e.code()?.parse::<i32>().ok();
-    match &error {
-        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {}
-        sqlx::Error::Database(e) if code(&**e).is_some_and(|c| matches!(c & 0xff, 5 | 6)) => {}
-        _ => return StoreError::other(error),
-    }
-    StoreError::unavailable(error)
+    books_sqlx::store_error(error, None)
 }
 
 /// `sql` with a book's fields bound: `?1` title, `?2` writer, `?3` year, `?4` now.
@@ -141,10 +133,8 @@ impl BookStore for CatalogueStore {
         exists.bind(id).fetch_one(&self.pool).await.map_err(failed)
     }
 
-    fn capabilities(&self) -> Capabilities<'_> {
-        match self.versioned {
-            true => Capabilities::none().with_versions(self),
-            false => Capabilities::none(),
-        }
+    /// The data tier, and the versions tier of [`crate::versions`].
+    fn capabilities(self: std::sync::Arc<Self>) -> Capabilities<Self> {
+        Capabilities::of(self).versions()
     }
 }

@@ -6,10 +6,10 @@
 //! writers(writer_no, full_name)
 //! ```
 //!
-//! [`CatalogueStore`] implements the data tier ([`catalogue`]), and with
-//! [`CatalogueStore::with_versions`] the versions tier too ([`versions`]): what
-//! `docs/stores.md` ("Writing a store") walks through. Its tests run the conformance
-//! suite's data and versions tiers and the whole HTTP contract suite through it.
+//! [`CatalogueStore`] implements the data tier ([`catalogue`]) and the versions tier
+//! ([`versions`], over books-sqlx's version triggers): what `docs/stores.md` ("Writing a
+//! store") walks through. Its tests run the conformance suite's data and versions tiers
+//! and the whole HTTP contract suite through it.
 
 pub mod catalogue;
 pub mod versions;

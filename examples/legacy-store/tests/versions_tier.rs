@@ -1,17 +1,16 @@
-//! The store with the versions tier: the data and versions tiers of the conformance
-//! suite (writes from outside the store between the reads) and the HTTP contract with the
-//! cache on; and a store that keeps its version in memory instead, which the suite
-//! catches.
+//! The store against the conformance suite (the data and versions tiers, with the host's
+//! own SQL writing beside the reads and a backup restored under them) and the HTTP
+//! contract with the cache on; and two mistakes the suite exists to catch: a version kept
+//! in memory, and a page whose total is read in another snapshot than its rows.
 
 mod common;
 
 use books_core::Config;
 use books_core::testing::InProcess;
 use books_example_legacy_store::CatalogueStore;
-use books_example_legacy_store::versions::VERSION_TABLE;
 
 async fn fresh() -> CatalogueStore {
-    CatalogueStore::with_versions(common::host_database(VERSION_TABLE).await)
+    CatalogueStore::new(common::versioned_database().await)
 }
 
 mod conformance {
@@ -31,112 +30,124 @@ mod http_contract {
     books_core::http_contract_suite!(in_process);
 }
 
-/// The mistake the suite exists to catch: the version kept in memory, moved by the
-/// store's own writes only.
-mod version_in_memory {
+/// The mistakes, each a wrapper of the store that makes it; the suite's cases fail them.
+mod mistakes {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
 
     use async_trait::async_trait;
     use books_core::store::*;
-    use books_core::testing::store_cases::{self, Outside};
+    use books_core::testing::store_cases::{self, Fixture, Outside, OutsideWrite, ThroughStore};
     use chrono::{DateTime, Utc};
 
     use super::*;
 
+    /// The store with its version kept in memory (moved by its own writes only), or its
+    /// pages' totals counted apart from their rows (`split`).
     #[derive(Debug, Clone)]
-    struct Forgetful(CatalogueStore, Arc<AtomicU64>);
+    struct Mistaken {
+        store: CatalogueStore,
+        version: Arc<AtomicU64>,
+        split: bool,
+    }
 
-    impl Forgetful {
+    impl Mistaken {
         fn wrote<T>(&self, outcome: T) -> T {
-            self.1.fetch_add(1, Ordering::SeqCst);
+            self.version.fetch_add(1, Ordering::SeqCst);
             outcome
         }
     }
 
     #[async_trait]
-    impl BookStore for Forgetful {
+    impl BookStore for Mistaken {
         async fn list(&self, query: &ListQuery) -> Result<BookPage, StoreError> {
-            self.0.list(query).await
+            let page = self.store.list(query).await?;
+            if !self.split {
+                return Ok(page);
+            }
+            // The total from a statement of its own, on another connection.
+            let all = ListQuery::new(0, u32::MAX);
+            let total = self.store.list(&all).await?.books.len() as u64;
+            Ok(BookPage { total, ..page })
         }
         async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
-            self.0.get(id).await
+            self.store.get(id).await
         }
-        async fn create(
-            &self,
-            b: &BookInput,
-            now: DateTime<Utc>,
-        ) -> Result<BookRecord, StoreError> {
-            let created = self.0.create(b, now).await;
+        async fn create(&self, b: &BookInput, at: DateTime<Utc>) -> Result<BookRecord, StoreError> {
+            let created = self.store.create(b, at).await;
             self.wrote(created)
         }
         async fn update(
             &self,
             id: i64,
             b: &BookInput,
-            now: DateTime<Utc>,
+            at: DateTime<Utc>,
         ) -> Result<Option<BookRecord>, StoreError> {
-            let updated = self.0.update(id, b, now).await;
+            let updated = self.store.update(id, b, at).await;
             self.wrote(updated)
         }
         async fn delete(&self, id: i64) -> Result<bool, StoreError> {
-            let deleted = self.0.delete(id).await;
+            let deleted = self.store.delete(id).await;
             self.wrote(deleted)
         }
         async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
-            self.0.author_exists(id).await
+            self.store.author_exists(id).await
         }
-        fn capabilities(&self) -> Capabilities<'_> {
-            Capabilities::none().with_versions(self)
+        fn capabilities(self: Arc<Self>) -> Capabilities<Self> {
+            Capabilities::of(self).versions()
         }
     }
 
     #[async_trait]
-    impl AuthorStore for Forgetful {
+    impl AuthorStore for Mistaken {
         async fn add_author(&self, name: Option<&str>) -> Result<i64, StoreError> {
-            let added = self.0.add_author(name).await;
+            let added = self.store.add_author(name).await;
             self.wrote(added)
         }
         async fn remove_author(&self, id: i64) -> Result<bool, StoreError> {
-            let removed = self.0.remove_author(id).await;
+            let removed = self.store.remove_author(id).await;
             self.wrote(removed)
         }
     }
 
     #[async_trait]
-    impl Versions for Forgetful {
-        async fn version(&self) -> Result<u64, StoreError> {
-            Ok(self.1.load(Ordering::SeqCst))
+    impl Versions for Mistaken {
+        async fn version(&self) -> Result<Version, StoreError> {
+            Ok(Version::new(0, self.version.load(Ordering::SeqCst)))
         }
         async fn list_versioned(&self, query: &ListQuery) -> Result<(BookPage, u64), StoreError> {
-            let at = self.1.load(Ordering::SeqCst);
-            Ok((self.0.list(query).await?, at))
+            let at = self.version.load(Ordering::SeqCst);
+            Ok((self.list(query).await?, at))
         }
         async fn get_versioned(&self, id: i64) -> Result<(Option<BookRecord>, u64), StoreError> {
-            let at = self.1.load(Ordering::SeqCst);
-            Ok((self.0.get(id).await?, at))
+            let at = self.version.load(Ordering::SeqCst);
+            Ok((self.store.get(id).await?, at))
         }
     }
 
-    async fn forgetful() -> Forgetful {
-        Forgetful(CatalogueStore::new(common::host_database("").await), Arc::default())
-    }
-
-    async fn host_writes(store: Forgetful, write: store_cases::OutsideWrite) {
-        common::host_writes(store.0, write).await;
+    async fn mistaken(split: bool) -> Fixture<Mistaken> {
+        let store = Mistaken { store: fresh().await, version: Arc::default(), split };
+        let outside = Outside::through(|store: Mistaken, write: OutsideWrite| {
+            common::host_writes(store.store, write)
+        });
+        Fixture::new(store, ThroughStore, Some(outside))
     }
 
     #[tokio::test]
     #[should_panic(expected = "from outside the store")]
     async fn a_version_in_memory_misses_writes_from_outside() {
-        let outside = Outside::through(host_writes);
-        store_cases::version_moves_with_every_write(forgetful().await, outside).await;
+        store_cases::version_moves_with_writes_from_outside(mistaken(false).await).await;
     }
 
     #[tokio::test]
     #[should_panic(expected = "the old tag is stale")]
     async fn a_version_in_memory_serves_a_stale_title() {
-        let outside = Outside::through(host_writes);
-        store_cases::cached_reads_see_writes_from_outside(forgetful().await, outside).await;
+        store_cases::cached_reads_see_writes_from_outside(mistaken(false).await).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[should_panic(expected = "two snapshots")]
+    async fn a_total_counted_apart_from_its_page_is_caught() {
+        store_cases::pages_and_totals_come_from_one_snapshot(mistaken(true).await).await;
     }
 }

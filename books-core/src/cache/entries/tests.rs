@@ -15,7 +15,7 @@ fn entries() -> Entries {
 fn rendered(body: &'static str) -> Rendered {
     Rendered {
         answer: Response::new(Bytes::from_static(body.as_bytes())),
-        version: None,
+        count: None,
         rows: None,
     }
 }
@@ -27,8 +27,11 @@ fn hit(found: Found) -> Option<Bytes> {
     }
 }
 
-fn reading(version: u64, tally: Option<BooksTally>) -> Reading {
-    Reading { version, tally }
+fn reading(count: u64, tally: Option<BooksTally>) -> Reading {
+    Reading {
+        version: Version::new(1, count),
+        tally,
+    }
 }
 
 /// Invariant 3: a read that started before this process wrote keeps nothing, even at
@@ -60,16 +63,22 @@ fn a_known_version_is_trusted_again_only_after_our_write_is_seen() {
     let mut entries = entries();
     let mark = entries.mark();
     entries.put(KEY, 3, mark, &rendered("kept"));
-    assert_eq!(entries.trusted(Some(3)), None, "until a check read it");
-    entries.checked_at(reading(3, None), mark);
-    assert_eq!(entries.trusted(Some(3)), Some(3));
+    let known = |count| Some(Version::new(1, count));
+    assert_eq!(entries.trusted(known(3)), None, "until a check read it");
+    entries.checked(reading(3, None), mark);
+    assert_eq!(entries.trusted(known(3)), Some(3));
+    assert_eq!(
+        entries.trusted(Some(Version::new(2, 3))),
+        None,
+        "another history"
+    );
     entries.wrote();
-    assert_eq!(entries.trusted(Some(3)), None, "maybe not pushed yet");
-    entries.checked_at(reading(4, None), mark);
-    assert_eq!(entries.trusted(Some(4)), None, "a check sent before it");
+    assert_eq!(entries.trusted(known(3)), None, "maybe not pushed yet");
+    entries.checked(reading(4, None), mark);
+    assert_eq!(entries.trusted(known(4)), None, "a check sent before it");
     let mark = entries.mark();
-    entries.checked_at(reading(4, None), mark);
-    assert_eq!(entries.trusted(Some(4)), Some(4));
+    entries.checked(reading(4, None), mark);
+    assert_eq!(entries.trusted(known(4)), Some(4));
 }
 
 fn tally(changes: u64, total: u64, max_id: i64, above: i64, count_above: u64) -> BooksTally {
@@ -116,7 +125,7 @@ fn list(page: u64) -> Key {
 #[test]
 fn appends_keep_books_and_full_pages() {
     let mut entries = entries();
-    entries.advance(reading(10, Some(tally(5, 25, 25, i64::MAX, 0))));
+    entries.checked_now(reading(10, Some(tally(5, 25, 25, i64::MAX, 0))));
     let mark = entries.mark();
     entries.put(KEY, 10, mark, &rendered("book"));
     entries.put(list(1), 10, mark, &page(1..=20, true, 25));
@@ -125,7 +134,7 @@ fn appends_keep_books_and_full_pages() {
     entries.keep_encoded(tag.clone(), "gzip", Bytes::from_static(b"zz"));
 
     // Two books added above 25, nothing else.
-    entries.advance(reading(12, Some(tally(5, 27, 27, 25, 2))));
+    entries.checked_now(reading(12, Some(tally(5, 27, 27, 25, 2))));
     assert!(hit(entries.find(&KEY, 12, &HeaderMap::new())).is_some());
     match entries.find(&list(1), 12, &HeaderMap::new()) {
         Found::Rows(rows, total, 12) => assert_eq!((rows.books.len(), total), (20, 27)),
@@ -137,7 +146,7 @@ fn appends_keep_books_and_full_pages() {
     ));
 
     // A book added below the old greatest id (a host's explicit id): not appends.
-    entries.advance(reading(13, Some(tally(5, 28, 27, 27, 0))));
+    entries.checked_now(reading(13, Some(tally(5, 28, 27, 27, 0))));
     assert!(matches!(
         entries.find(&KEY, 13, &HeaderMap::new()),
         Found::Miss
@@ -149,7 +158,7 @@ fn appends_keep_books_and_full_pages() {
 
     // Any other write moves `changes`.
     entries.put(KEY, 13, mark, &rendered("book"));
-    entries.advance(reading(14, Some(tally(6, 28, 27, 27, 0))));
+    entries.checked_now(reading(14, Some(tally(6, 28, 27, 27, 0))));
     assert!(matches!(
         entries.find(&KEY, 14, &HeaderMap::new()),
         Found::Miss
@@ -180,4 +189,69 @@ fn answers_and_compressed_bodies_share_one_bound() {
                 .is_some(),
         );
     assert_eq!(kept, 2, "two entries in all, not two of each");
+}
+
+impl Entries {
+    /// A check sent now and answered at once.
+    fn checked_now(&mut self, reading: Reading) -> Moved {
+        let mark = self.mark();
+        self.checked(reading, mark)
+    }
+}
+
+/// Invariant 8: a check in another history than the last check's drops every answer,
+/// whatever its count; so does a count below the standing the check was sent after.
+#[test]
+fn a_rewritten_history_drops_every_answer() {
+    let mut entries = entries();
+    assert_eq!(entries.checked_now(reading(10, None)), Moved::Ahead);
+    let mark = entries.mark();
+    entries.put(KEY, 10, mark, &rendered("book"));
+    entries.put(list(1), 10, mark, &page(1..=20, true, 25));
+    let tag = HeaderValue::from_static("\"t\"");
+    entries.keep_encoded(tag.clone(), "gzip", Bytes::from_static(b"zz"));
+
+    let other = Reading {
+        version: Version::new(2, 10),
+        tally: None,
+    };
+    assert_eq!(
+        entries.checked_now(other),
+        Moved::Rewritten,
+        "another history"
+    );
+    assert!(!entries.holds(&KEY) && !entries.holds(&list(1)));
+    assert!(
+        entries.encoded(&tag, "gzip").is_some(),
+        "named by their bytes"
+    );
+
+    let mark = entries.mark();
+    entries.put(KEY, 10, mark, &rendered("book"));
+    let back = Reading {
+        version: Version::new(2, 7),
+        tally: None,
+    };
+    assert_eq!(
+        entries.checked_now(back),
+        Moved::Rewritten,
+        "a count going back"
+    );
+    assert!(!entries.holds(&KEY));
+    assert!(hit(entries.find(&KEY, 10, &HeaderMap::new())).is_none());
+}
+
+/// A check sent before a read learnt a newer count, answered after it, is older data,
+/// not a rewrite: nothing is dropped.
+#[test]
+fn a_check_older_than_a_later_read_drops_nothing() {
+    let mut entries = entries();
+    entries.checked_now(reading(5, None));
+    let sent = entries.mark();
+    let mark = entries.mark();
+    entries.put(KEY, 9, mark, &rendered("newer"));
+    assert_eq!(entries.checked(reading(6, None), sent), Moved::No);
+    assert!(hit(entries.find(&KEY, 9, &HeaderMap::new())).is_some());
+    assert_eq!(entries.checked_now(reading(9, None)), Moved::No);
+    assert!(hit(entries.find(&KEY, 9, &HeaderMap::new())).is_some());
 }

@@ -1,19 +1,18 @@
 //! The conditional writes tier: [`ConditionalWrites`]' rules.
 
-use super::vanishing::author_vanishing_before;
+use super::vanishing::{Conditionally, author_vanishing_before};
 use super::*;
 use crate::store::{BookRecord, Conditional, ConditionalWrites, StoreError};
 
-fn conditional<S: TestStore>(store: &S) -> &dyn ConditionalWrites {
+fn conditional<S: TestStore + ConditionalWrites>(store: &Fixture<S>) -> &S {
     store
-        .capabilities()
-        .conditional_writes()
-        .expect("the store has the conditional writes tier")
 }
 
 /// `update_if` and `delete_if` ask the precondition about the book as it is (joined
 /// with its author) and write only if it holds; a missing book is not asked about.
-pub async fn conditional_writes_check_the_book_as_it_is(store: impl TestStore) {
+pub async fn conditional_writes_check_the_book_as_it_is(
+    store: Fixture<impl TestStore + ConditionalWrites>,
+) {
     let author = author(&store, "Ann").await;
     let id = create(&store, "Start", author).await;
     let current = store.get(id).await.unwrap().unwrap();
@@ -90,7 +89,9 @@ pub async fn conditional_writes_check_the_book_as_it_is(store: impl TestStore) {
 
 /// Sixteen conditional updates at once that each expect the book as it was: exactly one
 /// is written, the others are refused with the book the winner wrote.
-pub async fn concurrent_conditional_updates_let_one_through(store: impl TestStore) {
+pub async fn concurrent_conditional_updates_let_one_through(
+    store: Fixture<impl TestStore + ConditionalWrites>,
+) {
     let author = author(&store, "Ann").await;
     let id = create(&store, "Start", author).await;
     let unchanged = |book: &BookRecord| book.title == "Start";
@@ -121,19 +122,17 @@ pub async fn concurrent_conditional_updates_let_one_through(store: impl TestStor
 }
 
 /// The precondition is asked about the book as a write from outside the store left it.
-pub async fn conditional_writes_see_writes_from_outside<S: TestStore>(
-    store: S,
-    outside: Outside<S>,
+pub async fn conditional_writes_see_writes_from_outside(
+    store: Fixture<impl TestStore + ConditionalWrites>,
 ) {
     let author = author(&store, "Ann").await;
     let id = create(&store, "Start", author).await;
-    let retitle = OutsideWrite::Retitle {
-        id,
-        title: "Changed outside".into(),
-    };
-    if !outside.write(&store, retitle).await {
-        return;
-    }
+    store
+        .outside(OutsideWrite::Retitle {
+            id,
+            title: "Changed outside".into(),
+        })
+        .await;
     let unchanged = |book: &BookRecord| book.title == "Start";
     let edit = input("Mine", author, 2002);
     let refused = conditional(&store)
@@ -150,6 +149,8 @@ pub async fn conditional_writes_see_writes_from_outside<S: TestStore>(
 
 /// An author deleted between validation and a conditional update: 422 on `author_id`,
 /// nothing changed.
-pub async fn author_vanishing_before_a_conditional_write_is_422(store: impl TestStore) {
-    author_vanishing_before(&store, &[("PUT", Some(("if-match", "*")))]).await;
+pub async fn author_vanishing_before_a_conditional_write_is_422(
+    store: Fixture<impl TestStore + ConditionalWrites>,
+) {
+    author_vanishing_before::<_, Conditionally>(&store, &[("PUT", Some(("if-match", "*")))]).await;
 }

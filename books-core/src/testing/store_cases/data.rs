@@ -1,6 +1,6 @@
 //! The data tier: every store's cases.
 
-use super::vanishing::author_vanishing_before;
+use super::vanishing::{Plain, author_vanishing_before};
 use super::*;
 use crate::api::BooksApi;
 use crate::config::Config;
@@ -8,21 +8,21 @@ use crate::store::{StoreError, Tiers};
 
 /// The store names exactly the tiers the suite runs for it (so a tier it claims is
 /// tested, and one the suite tests is one the API will use).
-pub async fn capabilities_are_the_tiers_tested(store: impl TestStore, tested: Tiers) {
+pub async fn capabilities_are_the_tiers_tested(store: Fixture<impl TestStore>, tested: Tiers) {
     assert_eq!(
-        store.capabilities().tiers(),
+        std::sync::Arc::new(store.store()).capabilities().tiers(),
         tested,
         "the store's capabilities() and the tiers its conformance suite runs must agree"
     );
 }
 
-pub async fn empty_store_lists_nothing(store: impl TestStore) {
+pub async fn empty_store_lists_nothing(store: Fixture<impl TestStore>) {
     let page = store.list(&query(0, 20)).await.unwrap();
     assert!(page.books.is_empty());
     assert_eq!(page.total, 0);
 }
 
-pub async fn create_then_get_round_trips(store: impl TestStore) {
+pub async fn create_then_get_round_trips(store: Fixture<impl TestStore>) {
     let author = author(&store, "Frank Herbert").await;
     let created = store
         .create(&input("Dune ✓ \"quoted\" 'x' <&>", author, 2021), at(2))
@@ -39,7 +39,7 @@ pub async fn create_then_get_round_trips(store: impl TestStore) {
     assert_eq!(book.updated_at, at(2));
 }
 
-pub async fn get_missing_is_none(store: impl TestStore) {
+pub async fn get_missing_is_none(store: Fixture<impl TestStore>) {
     assert_eq!(store.get(1).await.unwrap(), None);
     assert_eq!(store.get(i64::MAX).await.unwrap(), None);
     let author = author(&store, "A").await;
@@ -47,7 +47,7 @@ pub async fn get_missing_is_none(store: impl TestStore) {
     assert_eq!(store.get(id + 1).await.unwrap(), None);
 }
 
-pub async fn list_orders_by_id_with_page_boundaries(store: impl TestStore) {
+pub async fn list_orders_by_id_with_page_boundaries(store: Fixture<impl TestStore>) {
     let author = author(&store, "A").await;
     let mut ids = Vec::new();
     for n in 0..7 {
@@ -72,7 +72,7 @@ pub async fn list_orders_by_id_with_page_boundaries(store: impl TestStore) {
     assert_eq!(total, 6);
 }
 
-pub async fn list_offset_past_the_end_keeps_total(store: impl TestStore) {
+pub async fn list_offset_past_the_end_keeps_total(store: Fixture<impl TestStore>) {
     let author = author(&store, "A").await;
     create(&store, "only", author).await;
     let page = store.list(&query(5, 20)).await.unwrap();
@@ -83,7 +83,7 @@ pub async fn list_offset_past_the_end_keeps_total(store: impl TestStore) {
     assert_eq!(far.total, 1);
 }
 
-pub async fn list_and_get_join_authors(store: impl TestStore) {
+pub async fn list_and_get_join_authors(store: Fixture<impl TestStore>) {
     let named = author(&store, "Ursula K. Le Guin").await;
     let nameless = store.add_author(None).await.unwrap();
     let a = create(&store, "named", named).await;
@@ -100,7 +100,7 @@ pub async fn list_and_get_join_authors(store: impl TestStore) {
     assert_eq!(store.get(b).await.unwrap().unwrap(), page.books[1]);
 }
 
-pub async fn removed_author_leaves_book_without_author(store: impl TestStore) {
+pub async fn removed_author_leaves_book_without_author(store: Fixture<impl TestStore>) {
     let gone = author(&store, "Gone").await;
     let kept = author(&store, "Kept").await;
     let a = create(&store, "orphan", gone).await;
@@ -122,7 +122,7 @@ pub async fn removed_author_leaves_book_without_author(store: impl TestStore) {
     );
 }
 
-pub async fn create_with_missing_author_is_author_not_found(store: impl TestStore) {
+pub async fn create_with_missing_author_is_author_not_found(store: Fixture<impl TestStore>) {
     let result = store.create(&input("x", 4242, 2001), at(1)).await;
     assert!(
         matches!(result, Err(StoreError::AuthorNotFound(4242))),
@@ -135,7 +135,7 @@ pub async fn create_with_missing_author_is_author_not_found(store: impl TestStor
     );
 }
 
-pub async fn update_replaces_fields_and_keeps_created_at(store: impl TestStore) {
+pub async fn update_replaces_fields_and_keeps_created_at(store: Fixture<impl TestStore>) {
     let first = author(&store, "First").await;
     let second = author(&store, "Second").await;
     let id = create(&store, "before", first).await;
@@ -153,7 +153,7 @@ pub async fn update_replaces_fields_and_keeps_created_at(store: impl TestStore) 
     assert_eq!(book.updated_at, at(9));
 }
 
-pub async fn update_of_missing_id_is_none(store: impl TestStore) {
+pub async fn update_of_missing_id_is_none(store: Fixture<impl TestStore>) {
     let author = author(&store, "A").await;
     assert_eq!(
         store
@@ -169,7 +169,7 @@ pub async fn update_of_missing_id_is_none(store: impl TestStore) {
     );
 }
 
-pub async fn update_with_missing_author_is_author_not_found(store: impl TestStore) {
+pub async fn update_with_missing_author_is_author_not_found(store: Fixture<impl TestStore>) {
     let author = author(&store, "A").await;
     let id = create(&store, "kept", author).await;
     let result = store.update(id, &input("changed", 4242, 2002), at(5)).await;
@@ -185,7 +185,7 @@ pub async fn update_with_missing_author_is_author_not_found(store: impl TestStor
     );
 }
 
-pub async fn delete_removes_only_that_book(store: impl TestStore) {
+pub async fn delete_removes_only_that_book(store: Fixture<impl TestStore>) {
     let author = author(&store, "A").await;
     let a = create(&store, "a", author).await;
     let b = create(&store, "b", author).await;
@@ -197,7 +197,7 @@ pub async fn delete_removes_only_that_book(store: impl TestStore) {
     assert_eq!(store.list(&query(0, 20)).await.unwrap().total, 1);
 }
 
-pub async fn ids_are_never_reused_after_delete(store: impl TestStore) {
+pub async fn ids_are_never_reused_after_delete(store: Fixture<impl TestStore>) {
     let author = author(&store, "A").await;
     let a = create(&store, "a", author).await;
     let b = create(&store, "b", author).await;
@@ -210,7 +210,7 @@ pub async fn ids_are_never_reused_after_delete(store: impl TestStore) {
     assert!(d > c, "id {d} after deleting everything must exceed {c}");
 }
 
-pub async fn author_exists_matches_authors(store: impl TestStore) {
+pub async fn author_exists_matches_authors(store: Fixture<impl TestStore>) {
     let named = author(&store, "A").await;
     let nameless = store.add_author(None).await.unwrap();
     assert_ne!(named, nameless);
@@ -223,14 +223,18 @@ pub async fn author_exists_matches_authors(store: impl TestStore) {
 
 /// An author deleted between validation and a create or an update: 422 on `author_id`,
 /// nothing stored.
-pub async fn author_vanishing_before_a_write_is_422(store: impl TestStore) {
-    author_vanishing_before(&store, &[("POST", None), ("PUT", None)]).await;
+pub async fn author_vanishing_before_a_write_is_422(store: Fixture<impl TestStore>) {
+    author_vanishing_before::<_, Plain>(&store, &[("POST", None), ("PUT", None)]).await;
 }
 
 /// The demo data: 45 books, 50 authors, books without an author or with a nameless one;
 /// loaded only into an empty store.
-pub async fn demo_data_loads_once_into_an_empty_store(store: impl TestStore) {
-    assert!(crate::demo::load_if_empty(&store, at(1)).await.unwrap());
+pub async fn demo_data_loads_once_into_an_empty_store(store: Fixture<impl TestStore>) {
+    assert!(
+        crate::demo::load_with_authors(&*store, &store, at(1))
+            .await
+            .unwrap()
+    );
     let page = store.list(&query(0, 100)).await.unwrap();
     assert_eq!(page.total, 45);
     assert!(
@@ -248,11 +252,15 @@ pub async fn demo_data_loads_once_into_an_empty_store(store: impl TestStore) {
         authors += usize::from(store.author_exists(id).await.unwrap());
     }
     assert_eq!(authors, 50);
-    assert!(!crate::demo::load_if_empty(&store, at(2)).await.unwrap());
+    assert!(
+        !crate::demo::load_with_authors(&*store, &store, at(2))
+            .await
+            .unwrap()
+    );
     assert_eq!(store.list(&query(0, 1)).await.unwrap().total, 45);
 }
 
-pub async fn reachable_store_is_ready(store: impl TestStore) {
+pub async fn reachable_store_is_ready(store: Fixture<impl TestStore>) {
     store
         .ready()
         .await
@@ -260,8 +268,68 @@ pub async fn reachable_store_is_ready(store: impl TestStore) {
     let id = author(&store, "A").await;
     store.create(&input("T", id, 2020), at(1)).await.unwrap();
     store.ready().await.expect("and stays ready with data");
-    let api = BooksApi::new(store, Config::default());
+    let api = BooksApi::new(store.store(), Config::default());
     api.ready()
         .await
         .expect("the API reports the store's readiness");
+}
+
+/// A page and its total come from one snapshot: while a writer outside the store adds
+/// books beside the reads, every page of the whole list holds as many books as its total
+/// says (a page and a total read in two snapshots disagree whenever a write commits
+/// between them).
+pub async fn pages_and_totals_come_from_one_snapshot(store: Fixture<impl TestStore>) {
+    let author = author(&store, "A").await;
+    create(&store, "first", author).await;
+    one_snapshot_under_outside_writes(&store, author, &query(0, 10_000)).await;
+}
+
+/// Reads `list` (which must keep the books of `author` that the writer adds, all on its
+/// one page) until the writer has moved its total 50 times, each page's length checked
+/// against its total.
+pub(super) async fn one_snapshot_under_outside_writes<S: TestStore>(
+    store: &Fixture<S>,
+    author: i64,
+    list: &ListQuery,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let writer = tokio::spawn({
+        let (store, stop) = (store.clone(), stop.clone());
+        async move {
+            let mut written = 0;
+            while !stop.load(Ordering::Relaxed) && written < 2_000 {
+                let add = OutsideWrite::AddBook {
+                    title: format!("Racing {written}"),
+                    author_id: author,
+                    year: 2020,
+                };
+                store.outside(add).await;
+                written += 1;
+            }
+            written
+        }
+    });
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    let (mut totals, mut reads) = (std::collections::BTreeSet::new(), 0);
+    while totals.len() < 50 && tokio::time::Instant::now() < deadline && !writer.is_finished() {
+        let page = store.list(list).await.expect("list");
+        reads += 1;
+        assert_eq!(
+            page.books.len() as u64,
+            page.total,
+            "read {reads}: a page of {} books with a total of {}: two snapshots",
+            page.books.len(),
+            page.total
+        );
+        totals.insert(page.total);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let written = writer.await.expect("the writer");
+    assert!(
+        totals.len() >= 50,
+        "the writer moved the total while the pages were read: {} totals in {reads} reads, \
+         {written} writes",
+        totals.len()
+    );
 }

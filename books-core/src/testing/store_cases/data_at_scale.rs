@@ -7,7 +7,7 @@ use super::*;
 use crate::store::{BookRecord, StoreError};
 
 /// 200 creates from 50 concurrent tasks: no error, 200 rows, no duplicate id.
-pub async fn concurrent_creates_get_distinct_ids(store: impl TestStore) {
+pub async fn concurrent_creates_get_distinct_ids(store: Fixture<impl TestStore>) {
     let author = author(&store, "A").await;
     let tasks: Vec<_> = (0..50)
         .map(|task| {
@@ -44,7 +44,7 @@ pub async fn concurrent_creates_get_distinct_ids(store: impl TestStore) {
 /// 30 creates sent at once (a store may write them together): each gets its own book with
 /// its own fields and timestamp, a missing author fails only its own create, and every id
 /// is new.
-pub async fn creates_sent_together_each_get_their_own_book(store: impl TestStore) {
+pub async fn creates_sent_together_each_get_their_own_book(store: Fixture<impl TestStore>) {
     let named = author(&store, "Named").await;
     let before = create(&store, "before", named).await;
     let missing = named + 1000;
@@ -92,7 +92,7 @@ pub async fn creates_sent_together_each_get_their_own_book(store: impl TestStore
 /// Pages at every kind of offset (inside the first 1,024 ids, at and across range
 /// boundaries, the last book, past the end) match a walk through the ids, before and
 /// after deletes in the middle and at both ends, and while deletes happen between pages.
-pub async fn deep_pages_stay_exact_across_ranges(store: impl TestStore) {
+pub async fn deep_pages_stay_exact_across_ranges(store: Fixture<impl TestStore>) {
     async fn check(store: &impl TestStore, ids: &[i64], offsets: &[usize]) {
         for &offset in offsets {
             let page = store.list(&query(offset as u64, 20)).await.unwrap();
@@ -122,7 +122,7 @@ pub async fn deep_pages_stay_exact_across_ranges(store: impl TestStore) {
             .chain([len.saturating_sub(1), len, len + 7])
             .collect::<Vec<_>>()
     };
-    check(&store, &ids, &offsets(ids.len())).await;
+    check(&*store, &ids, &offsets(ids.len())).await;
 
     let middle: Vec<i64> = ids[1010..1030].to_vec();
     let ends = [ids[0], ids[1], ids[ids.len() - 1], ids[ids.len() - 2]];
@@ -130,11 +130,11 @@ pub async fn deep_pages_stay_exact_across_ranges(store: impl TestStore) {
         assert!(store.delete(*victim).await.unwrap());
         ids.retain(|id| id != victim);
     }
-    check(&store, &ids, &offsets(ids.len())).await;
+    check(&*store, &ids, &offsets(ids.len())).await;
 
     let mut offset = 0;
     while offset < ids.len() {
-        check(&store, &ids, &[offset]).await;
+        check(&*store, &ids, &[offset]).await;
         for victim in [ids.get(offset + 500).copied(), ids.get(offset / 2).copied()]
             .into_iter()
             .flatten()
@@ -144,5 +144,5 @@ pub async fn deep_pages_stay_exact_across_ranges(store: impl TestStore) {
         }
         offset += 250;
     }
-    check(&store, &ids, &offsets(ids.len())).await;
+    check(&*store, &ids, &offsets(ids.len())).await;
 }

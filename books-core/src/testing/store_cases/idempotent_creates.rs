@@ -2,17 +2,14 @@
 
 use chrono::{DateTime, Utc};
 
-use super::vanishing::author_vanishing_before;
+use super::vanishing::{Keyed, author_vanishing_before};
 use super::*;
 use crate::store::{
     BookRecord, IdempotencyKey, IdempotentCreates, KeyedCreate, StoreError, StoredAnswer,
 };
 
-fn keyed<S: TestStore>(store: &S) -> &dyn IdempotentCreates {
+fn keyed<S: TestStore + IdempotentCreates>(store: &Fixture<S>) -> &S {
     store
-        .capabilities()
-        .idempotent_creates()
-        .expect("the store has the idempotent creates tier")
 }
 
 fn answer_for(book: &BookRecord) -> StoredAnswer {
@@ -36,7 +33,9 @@ fn key(name: &str, fingerprint: u8, expires_at: DateTime<Utc>) -> IdempotencyKey
 
 /// A keyed create keeps the key's record with the book; the key is taken until its
 /// record expires, then a create replaces it; expired records are forgotten in batches.
-pub async fn keyed_creates_keep_their_record_with_the_book(store: impl TestStore) {
+pub async fn keyed_creates_keep_their_record_with_the_book(
+    store: Fixture<impl TestStore + IdempotentCreates>,
+) {
     let author = author(&store, "Ann").await;
     let first = key("order-7", 1, at(10));
     let created = keyed(&store)
@@ -138,7 +137,9 @@ pub async fn keyed_creates_keep_their_record_with_the_book(store: impl TestStore
 
 /// Keyed creates sent at once (which a store may write together): each distinct key
 /// gets its book; of several with one key, exactly one is written.
-pub async fn keyed_creates_sent_together_each_keep_their_key(store: impl TestStore) {
+pub async fn keyed_creates_sent_together_each_keep_their_key(
+    store: Fixture<impl TestStore + IdempotentCreates>,
+) {
     let author = author(&store, "Ann").await;
     let names: Vec<String> = (0..12).map(|n| format!("key-{}", n % 9)).collect();
     let creates = names.iter().map(|name| {
@@ -170,9 +171,11 @@ pub async fn keyed_creates_sent_together_each_keep_their_key(store: impl TestSto
 
 /// An author deleted between validation and a keyed create: 422 on `author_id`, nothing
 /// stored, and nothing kept for the key.
-pub async fn author_vanishing_before_a_keyed_create_is_422(store: impl TestStore) {
+pub async fn author_vanishing_before_a_keyed_create_is_422(
+    store: Fixture<impl TestStore + IdempotentCreates>,
+) {
     let key = Some(("idempotency-key", "vanishing"));
-    author_vanishing_before(&store, &[("POST", key)]).await;
+    author_vanishing_before::<_, Keyed>(&store, &[("POST", key)]).await;
     let kept = keyed(&store)
         .idempotency_record("vanishing", at(1))
         .await

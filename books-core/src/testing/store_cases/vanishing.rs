@@ -2,36 +2,102 @@
 //! between validation and the write: what the data, conditional writes and idempotent
 //! creates tiers each answer then (a 422 on `author_id`, nothing stored).
 
+use std::marker::PhantomData;
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use http::Request;
 
-use super::{TestStore, author, create, query};
+use super::{Fixture, TestStore, author, create, query};
 use crate::api::BooksApi;
 use crate::config::Config;
 use crate::store::{
-    BookInput, BookPage, BookRecord, BookStore, Capabilities, Conditional, ConditionalWrites,
-    IdempotencyKey, IdempotencyRecord, IdempotentCreates, KeyedCreate, ListQuery, Precondition,
-    StoreError,
+    AuthorStore, BookInput, BookPage, BookRecord, BookStore, Capabilities, Conditional,
+    ConditionalWrites, IdempotencyKey, IdempotencyRecord, IdempotentCreates, KeyedCreate,
+    ListQuery, Precondition, StoreError,
 };
 
-/// Wraps a store: every write removes its author first. It forwards the inner store's
-/// versions as they are and serves the write tiers itself (when the inner store has
-/// them), as a wrapper that changes writes must.
-#[derive(Debug, Clone)]
-pub(super) struct VanishingAuthor<S>(pub(super) S);
+/// Wraps a store: every write removes its author first. `T` says which write tier it
+/// serves beside the data tier ([`Plain`], [`Conditionally`], [`Keyed`]), each by
+/// removing the author and then calling the inner store's.
+pub(super) struct VanishingAuthor<S, T> {
+    fixture: Fixture<S>,
+    tier: PhantomData<fn() -> T>,
+}
+
+impl<S: std::fmt::Debug, T> std::fmt::Debug for VanishingAuthor<S, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("VanishingAuthor")
+            .field(&*self.fixture)
+            .finish()
+    }
+}
+
+/// The data tier alone.
+#[derive(Debug)]
+pub(super) struct Plain;
+/// With conditional writes.
+#[derive(Debug)]
+pub(super) struct Conditionally;
+/// With idempotent creates.
+#[derive(Debug)]
+pub(super) struct Keyed;
+
+/// The tiers a [`VanishingAuthor`] names.
+pub(super) trait Tier<S>: Sized + Send + Sync + 'static {
+    fn capabilities(store: Arc<VanishingAuthor<S, Self>>)
+    -> Capabilities<VanishingAuthor<S, Self>>;
+}
+
+impl<S: TestStore> Tier<S> for Plain {
+    fn capabilities(
+        store: Arc<VanishingAuthor<S, Self>>,
+    ) -> Capabilities<VanishingAuthor<S, Self>> {
+        Capabilities::of(store)
+    }
+}
+
+impl<S: TestStore + ConditionalWrites> Tier<S> for Conditionally {
+    fn capabilities(
+        store: Arc<VanishingAuthor<S, Self>>,
+    ) -> Capabilities<VanishingAuthor<S, Self>> {
+        Capabilities::of(store).conditional_writes()
+    }
+}
+
+impl<S: TestStore + IdempotentCreates> Tier<S> for Keyed {
+    fn capabilities(
+        store: Arc<VanishingAuthor<S, Self>>,
+    ) -> Capabilities<VanishingAuthor<S, Self>> {
+        Capabilities::of(store).idempotent_creates()
+    }
+}
+
+impl<S: TestStore, T> VanishingAuthor<S, T> {
+    fn new(fixture: &Fixture<S>) -> Self {
+        Self {
+            fixture: fixture.clone(),
+            tier: PhantomData,
+        }
+    }
+
+    async fn vanish(&self, author: i64) -> Result<(), StoreError> {
+        self.fixture.remove_author(author).await.map(drop)
+    }
+}
 
 #[async_trait]
-impl<S: TestStore> BookStore for VanishingAuthor<S> {
+impl<S: TestStore, T: Tier<S>> BookStore for VanishingAuthor<S, T> {
     async fn list(&self, query: &ListQuery) -> Result<BookPage, StoreError> {
-        self.0.list(query).await
+        self.fixture.list(query).await
     }
     async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
-        self.0.get(id).await
+        self.fixture.get(id).await
     }
     async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
-        self.0.remove_author(book.author_id).await?;
-        self.0.create(book, now).await
+        self.vanish(book.author_id).await?;
+        self.fixture.create(book, now).await
     }
     async fn update(
         &self,
@@ -39,36 +105,22 @@ impl<S: TestStore> BookStore for VanishingAuthor<S> {
         book: &BookInput,
         now: DateTime<Utc>,
     ) -> Result<Option<BookRecord>, StoreError> {
-        self.0.remove_author(book.author_id).await?;
-        self.0.update(id, book, now).await
+        self.vanish(book.author_id).await?;
+        self.fixture.update(id, book, now).await
     }
     async fn delete(&self, id: i64) -> Result<bool, StoreError> {
-        self.0.delete(id).await
+        self.fixture.delete(id).await
     }
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
-        self.0.author_exists(id).await
+        self.fixture.author_exists(id).await
     }
-    fn capabilities(&self) -> Capabilities<'_> {
-        let inner = self.0.capabilities();
-        let mut ours = Capabilities::none();
-        if let Some(versions) = inner.versions() {
-            ours = ours.with_versions(versions);
-        }
-        if let Some(tally) = inner.version_tally() {
-            ours = ours.with_version_tally(tally);
-        }
-        if inner.conditional_writes().is_some() {
-            ours = ours.with_conditional_writes(self);
-        }
-        if inner.idempotent_creates().is_some() {
-            ours = ours.with_idempotent_creates(self);
-        }
-        ours
+    fn capabilities(self: Arc<Self>) -> Capabilities<Self> {
+        T::capabilities(self)
     }
 }
 
 #[async_trait]
-impl<S: TestStore> ConditionalWrites for VanishingAuthor<S> {
+impl<S: TestStore + ConditionalWrites> ConditionalWrites for VanishingAuthor<S, Conditionally> {
     async fn update_if(
         &self,
         id: i64,
@@ -76,60 +128,51 @@ impl<S: TestStore> ConditionalWrites for VanishingAuthor<S> {
         now: DateTime<Utc>,
         precondition: Precondition<'_>,
     ) -> Result<Conditional<Option<BookRecord>>, StoreError> {
-        self.0.remove_author(book.author_id).await?;
-        let inner = self.0.capabilities().conditional_writes();
-        let inner = inner.expect("offered only with the inner store's");
-        inner.update_if(id, book, now, precondition).await
+        self.vanish(book.author_id).await?;
+        self.fixture.update_if(id, book, now, precondition).await
     }
     async fn delete_if(
         &self,
         id: i64,
         precondition: Precondition<'_>,
     ) -> Result<Conditional<bool>, StoreError> {
-        let inner = self.0.capabilities().conditional_writes();
-        let inner = inner.expect("offered only with the inner store's");
-        inner.delete_if(id, precondition).await
+        self.fixture.delete_if(id, precondition).await
     }
 }
 
 #[async_trait]
-impl<S: TestStore> IdempotentCreates for VanishingAuthor<S> {
+impl<S: TestStore + IdempotentCreates> IdempotentCreates for VanishingAuthor<S, Keyed> {
     async fn create_keyed(
         &self,
         book: &BookInput,
         now: DateTime<Utc>,
         key: &IdempotencyKey,
     ) -> Result<KeyedCreate, StoreError> {
-        self.0.remove_author(book.author_id).await?;
-        let inner = self.0.capabilities().idempotent_creates();
-        let inner = inner.expect("offered only with the inner store's");
-        inner.create_keyed(book, now, key).await
+        self.vanish(book.author_id).await?;
+        self.fixture.create_keyed(book, now, key).await
     }
     async fn idempotency_record(
         &self,
         key: &str,
         now: DateTime<Utc>,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        let inner = self.0.capabilities().idempotent_creates();
-        let inner = inner.expect("offered only with the inner store's");
-        inner.idempotency_record(key, now).await
+        self.fixture.idempotency_record(key, now).await
     }
     async fn forget_expired_keys(&self, now: DateTime<Utc>, limit: u32) -> Result<u64, StoreError> {
-        let inner = self.0.capabilities().idempotent_creates();
-        let inner = inner.expect("offered only with the inner store's");
-        inner.forget_expired_keys(now, limit).await
+        self.fixture.forget_expired_keys(now, limit).await
     }
 }
 
-/// Sends each `(method, header)` write with an author that vanishes before it: a 422 on
-/// `author_id` every time, and nothing stored or changed.
-pub(super) async fn author_vanishing_before(
-    store: &impl TestStore,
+/// Sends each `(method, header)` write through an API over `VanishingAuthor<S, T>`, with
+/// an author that vanishes before it: a 422 on `author_id` every time, and nothing
+/// stored or changed.
+pub(super) async fn author_vanishing_before<S: TestStore, T: Tier<S>>(
+    store: &Fixture<S>,
     writes: &[(&str, Option<(&str, &str)>)],
 ) {
     let keep = author(store, "Kept").await;
     let id = create(store, "existing", keep).await;
-    let api = BooksApi::new(VanishingAuthor(store.clone()), Config::default());
+    let api = BooksApi::new(VanishingAuthor::<S, T>::new(store), Config::default());
     for &(method, header) in writes {
         let path = match method {
             "PUT" => format!("/api/books/{id}"),

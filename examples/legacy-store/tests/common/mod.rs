@@ -28,9 +28,60 @@ pub async fn host_database(extra: &str) -> SqlitePool {
     pool
 }
 
-/// A write from outside the store: the host's own SQL on its own tables.
+/// A new database file with the host's tables and the version's triggers installed.
+pub async fn versioned_database() -> SqlitePool {
+    let pool = host_database("").await;
+    books_example_legacy_store::versions::VERSION.install(&pool).await.unwrap();
+    pool
+}
+
+/// The host's tables, for a backup.
+const TABLES: [&str; 3] = ["writers", "catalogue", "catalogue_version"];
+
+/// A write from outside the store: the host's own SQL on its own tables (a backup
+/// copies every table aside; restoring it puts their rows back, the version's counters
+/// included, and the ids' sequences).
 pub async fn host_writes(store: CatalogueStore, write: OutsideWrite) {
     let pool = &store.pool;
+    let script: Option<Vec<String>> = match &write {
+        OutsideWrite::Snapshot { name } => Some(
+            TABLES
+                .iter()
+                .flat_map(|t| {
+                    [
+                        format!("DROP TABLE IF EXISTS {name}_{t}"),
+                        format!("CREATE TABLE {name}_{t} AS SELECT * FROM {t}"),
+                    ]
+                })
+                .collect(),
+        ),
+        OutsideWrite::Restore { name } => Some(
+            TABLES
+                .iter()
+                .flat_map(|t| {
+                    [
+                        format!("DELETE FROM {t}"),
+                        format!("INSERT INTO {t} SELECT * FROM {name}_{t}"),
+                    ]
+                })
+                .chain(TABLES.iter().take(2).map(|t| {
+                    let id = if *t == "writers" { "writer_no" } else { "item_no" };
+                    format!(
+                        "UPDATE sqlite_sequence SET seq = COALESCE((SELECT MAX({id}) \
+                         FROM {name}_{t}), 0) WHERE name = '{t}'"
+                    )
+                }))
+                .collect(),
+        ),
+        _ => None,
+    };
+    if let Some(script) = script {
+        let mut tx = pool.begin().await.unwrap();
+        for sql in script {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await.unwrap();
+        }
+        return tx.commit().await.unwrap();
+    }
     let done = match write {
         OutsideWrite::AddBook { title, author_id, year } => sqlx::query(
             "INSERT INTO catalogue (label, writer_no, pub_year, added, changed) \

@@ -29,7 +29,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use metrics::{counter, gauge};
-use sqlx::{AssertSqlSafe, Database, Executor, Pool};
+use sqlx::Pool;
+
+use crate::driver::Driver;
 use tokio::time::{sleep, timeout};
 
 /// How long a replica is left alone after it failed.
@@ -45,7 +47,7 @@ pub const DEFAULT_WAIT: Duration = Duration::from_millis(20);
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How far a server has applied the primary's writes.
-pub(crate) trait Position: Clone + Debug + Send + Sync + 'static {
+pub trait Position: Clone + Debug + Send + Sync + 'static {
     /// Whether every write up to `target` is applied here.
     fn reached(&self, target: &Self) -> bool;
     /// The newer of the two (what both have applied, for positions with several parts).
@@ -57,8 +59,11 @@ pub(crate) trait Position: Clone + Debug + Send + Sync + 'static {
 }
 
 /// A database whose replicas say how far they have applied the primary's writes.
-pub(crate) trait Standby: Database {
+pub trait Standby: Driver {
     type Position: Position;
+    /// Reads the primary's position, as [`applied`](Self::applied) decodes it (`None`:
+    /// it has none a replica could be measured against).
+    const PRIMARY_POSITION: &'static str;
     /// The gauge of a replica's lag (its unit in the name).
     const LAG_METRIC: &'static str;
     /// One message that reads the applied position as its first row, then runs
@@ -204,10 +209,7 @@ impl<DB: Standby> Replicas<DB> {
     }
 }
 
-impl<DB: Standby> Replicas<DB>
-where
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-{
+impl<DB: Standby> Replicas<DB> {
     /// The rows of `statement` (a read, its arguments written in) from a replica that
     /// has applied `position`, or why there is none.
     pub(crate) async fn read(
@@ -266,10 +268,7 @@ impl<DB: Standby> Replica<DB> {
     }
 }
 
-impl<DB: Standby> Replica<DB>
-where
-    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
-{
+impl<DB: Standby> Replica<DB> {
     /// Runs `text` (whose first statement reads the applied position): that position
     /// and the rows, or `None` when the replica failed (it is then left alone a while).
     async fn read(
@@ -279,9 +278,7 @@ where
     ) -> Option<(DB::Position, Vec<DB::Row>)> {
         let read = async {
             let mut conn = self.pool.acquire().await?;
-            let rows = sqlx::raw_sql(AssertSqlSafe(text.to_owned()))
-                .fetch_all(&mut *conn)
-                .await;
+            let rows = DB::text_rows(&mut conn, text.to_owned()).await;
             if rows.is_err() {
                 // Whatever the failed statement left open on it goes with it.
                 conn.close_on_drop();

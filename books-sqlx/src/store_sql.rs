@@ -1,4 +1,4 @@
-//! The SQL stores' statements, written once as templates (`{s}`: the tables' schema,
+//! The store's statements, written once as templates (`{s}`: the tables' schema,
 //! `{int8}`: the dialect's 64-bit integer cast, `$N`: the Nth argument) and made into
 //! each dialect's text when a store is built. What differs between the databases is
 //! spelled out beside what they share.
@@ -154,6 +154,9 @@ pub(crate) struct Statements {
     pub(crate) add_author: Statement,
     pub(crate) remove_author: Statement,
     pub(crate) upsert_author: Statement,
+    /// PostgreSQL: moves the authors' identity past the largest id, after
+    /// [`upsert_author`](Self::upsert_author) (MariaDB's and SQLite's follow by themselves).
+    pub(crate) author_ids_follow: Option<String>,
     /// An idempotency key's record, unless expired (`$2`: now).
     pub(crate) key_record: Statement,
     /// Keeps a key's record (the [`key_args`](crate::queries::key_args)): unless an
@@ -166,11 +169,12 @@ pub(crate) struct Statements {
     pub(crate) forget_key: Option<Statement>,
     /// Forgets at most `$2` records expired at `$1`.
     pub(crate) forget_keys: Statement,
-    /// PostgreSQL, MariaDB: a book's row, locked for a conditional write (its author's
-    /// name is read apart, locked with [`lock_author`](Self::lock_author)).
+    /// A book's row, locked for a conditional write (its author's name is read apart,
+    /// locked with [`lock_author`](Self::lock_author)); on SQLite a plain read, in a
+    /// transaction that holds the database's write lock from its start.
     pub(crate) lock_book: Statement,
-    /// PostgreSQL, MariaDB: an author's name, its row locked against renames until the
-    /// write commits.
+    /// An author's name, its row locked against renames until the write commits (on
+    /// SQLite, by the database's write lock).
     pub(crate) lock_author: Statement,
 }
 
@@ -184,6 +188,14 @@ impl Statements {
         };
         let update = "UPDATE {s}books SET title = $1, author_id = $2, year = $3, \
                       updated_at = $4 WHERE id = $5 ";
+        // SQLite has no row locks: its conditional writes hold the database's write lock.
+        let locking = |clause: &'static str| {
+            if dialect == Dialect::Sqlite {
+                ""
+            } else {
+                clause
+            }
+        };
         Self {
             dialect,
             schema: schema.to_owned(),
@@ -256,42 +268,27 @@ impl Statements {
                 "DELETE FROM {s}idempotency_keys WHERE key IN (SELECT key \
                  FROM {s}idempotency_keys WHERE expires_at <= $1 LIMIT $2) RETURNING key",
             ),
-            lock_book: pick(
-                "SELECT id, title, year, author_id, NULL AS author_name, \
-                 created_at, updated_at FROM {s}books WHERE id = $1 FOR UPDATE",
-                "SELECT id, title, year, author_id, CAST(NULL AS TEXT) AS author_name, \
-                 created_at, updated_at FROM {s}books WHERE id = $1 FOR UPDATE",
-            ),
-            lock_author: pick(
-                "SELECT name FROM {s}authors WHERE id = $1 LOCK IN SHARE MODE",
-                "SELECT name FROM {s}authors WHERE id = $1 FOR SHARE",
-            ),
+            lock_book: sql(&format!(
+                "SELECT id, title, year, author_id, {} AS author_name, created_at, \
+                 updated_at FROM {{s}}books WHERE id = $1{}",
+                if mysql { "NULL" } else { "CAST(NULL AS TEXT)" },
+                locking(" FOR UPDATE"),
+            )),
+            lock_author: sql(&format!(
+                "SELECT name FROM {{s}}authors WHERE id = $1{}",
+                match dialect {
+                    Dialect::MySql => " LOCK IN SHARE MODE",
+                    _ => locking(" FOR SHARE"),
+                }
+            )),
+            author_ids_follow: (dialect == Dialect::Postgres).then(|| {
+                format!(
+                    "SELECT setval(pg_get_serial_sequence('{schema}authors', 'id'), \
+                     GREATEST((SELECT MAX(id) FROM {schema}authors), 1))"
+                )
+            }),
         }
     }
-}
-
-/// The version check's statement for tables behind `schema` (see [`Statements::new`]), in
-/// one snapshot: the version, `changes`, the total, the greatest id, and how many books
-/// have an id greater than `above`. `above` and `last` are parameters or literals:
-/// when the version is still `last` (the previous check's, which read the tally with the
-/// same `above`), the greatest id and the count come back null, unread (the tally is the
-/// previous one: the version moves with every write), which spares cached reads between
-/// writes two index scans per check.
-pub(crate) fn check_sql(schema: &str, above: &str, last: &str) -> String {
-    format!(
-        "SELECT v, c, n, \
-         CASE WHEN v = {last} THEN NULL ELSE (SELECT COALESCE(MAX(id), 0) FROM {schema}books) END, \
-         CASE WHEN v = {last} THEN NULL ELSE (SELECT COUNT(*) FROM {schema}books WHERE id > {above}) END \
-         FROM (SELECT CAST(SUM(version) AS BIGINT) AS v, CAST(SUM(changes) AS BIGINT) AS c, \
-         CAST(SUM(n) AS BIGINT) AS n FROM {schema}book_count) AS t"
-    )
-}
-
-/// [`check_sql`] on MariaDB: its two `?` placeholders, `above` then `last`, each taken
-/// once.
-pub(crate) fn check_sql_mysql(schema: &str) -> String {
-    check_sql(schema, "p.above", "p.last").replace("AS BIGINT", "AS SIGNED")
-        + ", (SELECT CAST(? AS SIGNED) AS above, CAST(? AS SIGNED) AS last) AS p"
 }
 
 #[cfg(test)]

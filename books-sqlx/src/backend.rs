@@ -1,0 +1,137 @@
+//! What a database provides the SQL store: the [`Backend`] trait, sealed and implemented
+//! for sqlx's SQLite, PostgreSQL and MySQL (MariaDB), and its crate-internal half,
+//! [`Engine`], whose contract the compiler checks for each database. What every database
+//! does alike on a connection is [`Driver`]'s.
+
+use std::fmt::Debug;
+use std::future::Future;
+
+use books_core::store::{StoreError, Version};
+use sqlx::{Pool, Transaction};
+
+use crate::Error;
+use crate::batch::NewBook;
+use crate::check::VersionCheck;
+use crate::driver::Driver;
+use crate::queries::Read;
+use crate::statement::{Arg, Dialect, Statement};
+use crate::store::{PoolState, SqlStore};
+
+/// A database the SQL store runs on: [`sqlx::Sqlite`], [`sqlx::Postgres`] or
+/// [`sqlx::MySql`] (MariaDB), each behind its feature. Sealed: what a database must do
+/// for the store is this crate's business, written once per database and checked by the
+/// compiler.
+pub trait Backend: Engine {}
+
+/// The store's own half of a [`Backend`]: how a database runs the store's statements and
+/// transactions. Each method is one thing the databases do differently; everything they
+/// share is written once over it ([`crate::queries`], [`crate::tiers`]).
+pub trait Engine: Driver {
+    /// Where the store sends its statements: SQLite's file (a writer and readers),
+    /// PostgreSQL's and MariaDB's servers (a primary, replicas).
+    type Servers: Debug + Clone + Send + Sync + 'static;
+
+    /// What else the store keeps for this database (PostgreSQL: its pooler mode and push
+    /// listener).
+    type Extra: Debug + Clone + Default + Send + Sync + 'static;
+
+    /// The SQL the store speaks to it.
+    const DIALECT: Dialect;
+
+    /// How many batches of creates may be written at once: one where the database has
+    /// one writer anyway; more where one batch's commit can overlap the next one's work.
+    const WRITERS: usize = 1;
+
+    /// Whether statements may be kept prepared on their connections (not behind a
+    /// transaction pooler).
+    fn persistent(_extra: &Self::Extra) -> bool {
+        true
+    }
+
+    /// Runs a read; its errors are already the store contract's.
+    fn read(
+        store: &SqlStore<Self>,
+        to: Read,
+        statement: &Statement,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Result<Vec<Self::Row>, StoreError>> + Send
+    where
+        Self: Backend;
+
+    /// Runs a write (with `RETURNING`, so rows say what was written); `then`, a read in
+    /// the same transaction after it, gives the rows where the database has no
+    /// `RETURNING` for the write (MariaDB's `UPDATE`).
+    fn write(
+        store: &SqlStore<Self>,
+        statement: &Statement,
+        then: Option<&Statement>,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send
+    where
+        Self: Backend;
+
+    /// A write transaction; `locking`: one that will check a book before writing it,
+    /// which SQLite makes hold the database's write lock from its start.
+    fn begin(
+        store: &SqlStore<Self>,
+        locking: bool,
+    ) -> impl Future<Output = Result<Transaction<'static, Self>, sqlx::Error>> + Send
+    where
+        Self: Backend;
+
+    /// Runs `work` (a whole transaction, safe to send again) within the database's bounds,
+    /// sending it again where the database rolled it back whole and says to retry
+    /// (MariaDB's deadlocks and certification conflicts).
+    fn retried<T, F, Fut>(
+        store: &SqlStore<Self>,
+        work: F,
+    ) -> impl Future<Output = Result<T, sqlx::Error>> + Send
+    where
+        T: Send,
+        F: Fn() -> Fut + Send + Sync,
+        Fut: Future<Output = Result<T, sqlx::Error>> + Send,
+        Self: Backend;
+
+    /// Several books in one statement, in the transaction on `conn`: the rows written (a
+    /// book whose author is missing is not written), or `None` where the database has no
+    /// such statement (SQLite: one insert each, cheap on its one writer).
+    fn insert_many(
+        store: &SqlStore<Self>,
+        conn: &mut Self::Connection,
+        books: &[NewBook],
+    ) -> impl Future<Output = Result<Option<Vec<Self::Row>>, sqlx::Error>> + Send
+    where
+        Self: Backend;
+
+    /// The embedded migrations, as `(file name, SQL)`.
+    const MIGRATIONS: &'static [(&'static str, &'static str)];
+
+    /// Applies the embedded migrations ([`SqlStore::migrate`]).
+    fn migrate(store: &SqlStore<Self>) -> impl Future<Output = Result<(), Error>> + Send
+    where
+        Self: Backend;
+
+    /// The version check of the tables behind `prefix` (the schema or database `schema`).
+    fn version_check(
+        servers: &Self::Servers,
+        extra: &Self::Extra,
+        prefix: &str,
+        schema: Option<&str>,
+    ) -> VersionCheck<Self>;
+
+    /// The pool the version check reads through.
+    fn check_pool(servers: &Self::Servers) -> &Pool<Self>;
+
+    /// The pools, for metrics.
+    fn pools(servers: &Self::Servers) -> Vec<PoolState>;
+
+    /// The version as the database last pushed it, while that can be trusted.
+    fn pushed_version(_extra: &Self::Extra) -> Option<Version> {
+        None
+    }
+
+    /// Closes every pool.
+    fn close(servers: &Self::Servers) -> impl Future<Output = ()> + Send
+    where
+        Self: Backend;
+}

@@ -1,0 +1,70 @@
+//! How a [`SqlStore`] writes creates for the group commit ([`CreateWriter`]): one alone,
+//! or a batch in one transaction (one statement where the database has one for several
+//! rows, [`Engine::insert_many`](crate::backend::Engine::insert_many)), each keyed
+//! create's record in the same transaction.
+
+use books_core::store::KeyedCreate;
+
+use crate::backend::Backend;
+use crate::batch::{self, CreateWriter, Created, NewBook};
+use crate::error::OrStoreError;
+use crate::queries;
+use crate::rows::StoreRow;
+use crate::store::SqlStore;
+use crate::transactions::{insert_all, insert_in, keep_key};
+
+impl<DB: Backend> CreateWriter for SqlStore<DB> {
+    const WRITERS: usize = DB::WRITERS;
+
+    async fn create_one(&self, new: &NewBook) -> Created {
+        if new.key.is_none() {
+            return queries::create(self, new).await;
+        }
+        let persistent = self.persistent();
+        let created = DB::retried(self, || async {
+            let mut tx = DB::begin(self, false).await?;
+            let created = insert_in::<DB>(&mut tx, &self.sql, persistent, new).await?;
+            match created {
+                Ok(KeyedCreate::Created(_)) => tx.commit().await?,
+                _ => tx.rollback().await?,
+            }
+            Ok(created)
+        });
+        created.await.or_store_error()?
+    }
+
+    /// One transaction, committed once every row is attributed to its book
+    /// ([`batch::attribute`]) and every key's record is kept (a key found taken sends the
+    /// batch back, to be written one create at a time).
+    async fn create_all(&self, books: &[NewBook]) -> Result<Option<Vec<Created>>, sqlx::Error> {
+        let persistent = self.persistent();
+        DB::retried(self, || async {
+            let mut tx = DB::begin(self, false).await?;
+            let Some(rows) = DB::insert_many(self, &mut tx, books).await? else {
+                let created = insert_all::<DB>(&mut tx, &self.sql, books).await?;
+                tx.commit().await?;
+                return Ok(Some(created));
+            };
+            let written = rows
+                .iter()
+                .map(|row| row.book().map(Into::into))
+                .collect::<Result<_, _>>()?;
+            let Some(created) = batch::attribute(books, written) else {
+                tx.rollback().await?;
+                return Ok(None);
+            };
+            for (new, created) in books.iter().zip(&created) {
+                let Ok(KeyedCreate::Created(book)) = created else {
+                    continue;
+                };
+                if !keep_key::<DB>(&mut tx, &self.sql, persistent, book, new).await? {
+                    tx.rollback().await?;
+                    return Ok(None);
+                }
+            }
+            tx.commit().await?;
+            Ok(Some(created))
+        })
+        .await
+    }
+}

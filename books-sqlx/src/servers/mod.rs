@@ -1,0 +1,267 @@
+//! What PostgreSQL's and MariaDB's stores share: their servers ([`Servers`]: the primary's
+//! pool, the replicas behind it, where each read goes) and the ways to build a store over
+//! them ([`Networked`]), written once for both.
+
+pub(crate) mod replicas;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use books_core::store::{SharedCheck, StoreError};
+use metrics::counter;
+use sqlx::pool::PoolOptions;
+use sqlx::{Connection, Pool};
+
+use self::replicas::{DEFAULT_WAIT, ReplicaState, Replicas, Standby};
+use crate::backend::Backend;
+use crate::check::OnConnection;
+use crate::driver::Driver;
+use crate::error::OrStoreError;
+use crate::queries::Read;
+use crate::statement::{Arg, Statement};
+use crate::store::{PoolState, SqlStore};
+use crate::{ACQUIRE_TIMEOUT, Error};
+
+/// The options a database's connections are opened with.
+pub type ConnectOptionsOf<DB> = <<DB as sqlx::Database>::Connection as Connection>::Options;
+
+/// A database whose store reaches it over the network: a primary, perhaps replicas. Sealed
+/// (PostgreSQL and MariaDB).
+pub trait Networked: Backend<Servers = Servers<Self>> + Standby {
+    /// The pools' name in metrics (`postgres`, `mysql`).
+    const POOL_NAME: &'static str;
+
+    /// The options for `url`.
+    fn options(url: &str) -> Result<ConnectOptionsOf<Self>, Error>;
+
+    /// The options of the store's own pools: no ping before each checkout (a round trip
+    /// per request: a connection that died fails its query once, 503, and is dropped),
+    /// the store's session settings on each connection it opens.
+    fn pool_options(extra: &Self::Extra) -> PoolOptions<Self>;
+}
+
+/// A store's servers: the primary's pool, and the replicas behind it.
+#[derive(Debug)]
+pub struct Servers<DB: Standby> {
+    pub(crate) pool: Pool<DB>,
+    /// Whether the store built the pool (its version check then has a connection of its
+    /// own).
+    pub(crate) own: bool,
+    replicas: Option<Arc<Replicas<DB>>>,
+    /// The primary's position for reads from replicas, read once for every read that
+    /// asked before it was sent.
+    positions: Arc<SharedCheck<Option<DB::Position>>>,
+}
+
+impl<DB: Standby> Clone for Servers<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            own: self.own,
+            replicas: self.replicas.clone(),
+            positions: self.positions.clone(),
+        }
+    }
+}
+
+impl<DB: Networked> Servers<DB> {
+    fn new(pool: Pool<DB>, own: bool) -> Self {
+        Self {
+            pool,
+            own,
+            replicas: None,
+            positions: Arc::default(),
+        }
+    }
+
+    /// Runs a read: data reads on a replica that has caught up with the primary as the
+    /// read began (else the primary: `primary`), anything else on the primary.
+    pub(crate) async fn read<F, Fut>(
+        store: &SqlStore<DB>,
+        to: Read,
+        statement: &Statement,
+        args: &[Arg<'_>],
+        primary: F,
+    ) -> Result<Vec<DB::Row>, StoreError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<Vec<DB::Row>, StoreError>>,
+    {
+        let servers = &store.servers;
+        if to == Read::Primary {
+            return primary().await;
+        }
+        let primary = || {
+            counter!("books_store_reads_total", "pool" => "primary").increment(1);
+            primary()
+        };
+        let Some(replicas) = &servers.replicas else {
+            return primary().await;
+        };
+        let position = servers
+            .positions
+            .read(|| {
+                let (check, pool) = (store.check.clone(), servers.pool.clone());
+                async move { check.run(&pool, primary_position::<DB>()).await }
+            })
+            .await
+            .map_err(crate::error::shared)?;
+        // No position (MariaDB without a binary log): nothing tells how far a replica is.
+        let Some(position) = position else {
+            return primary().await;
+        };
+        let text = statement.inline(args).or_store_error()?;
+        match replicas.read(&position, &text).await {
+            Ok(rows) => {
+                counter!("books_store_reads_total", "pool" => "replica").increment(1);
+                Ok(rows)
+            }
+            Err(_) => primary().await,
+        }
+    }
+
+    /// The primary's pool, its replicas' pools, as metrics show them.
+    pub(crate) fn pools(&self) -> Vec<PoolState> {
+        let mut pools = vec![PoolState::of(DB::POOL_NAME.to_owned(), &self.pool)];
+        for (pool, state) in self.replica_pools().iter().zip(self.replica_states()) {
+            let name = format!("{}_replica:{}", DB::POOL_NAME, state.replica);
+            pools.push(PoolState::of(name, pool));
+        }
+        pools
+    }
+
+    fn replica_pools(&self) -> Vec<Pool<DB>> {
+        self.replicas
+            .as_ref()
+            .map(|replicas| replicas.pools())
+            .unwrap_or_default()
+    }
+
+    fn replica_states(&self) -> Vec<ReplicaState> {
+        self.replicas
+            .as_ref()
+            .map(|replicas| replicas.states())
+            .unwrap_or_default()
+    }
+}
+
+/// The primary's position, read now on the version check's connection: what a replica
+/// must have applied before it may answer a read.
+fn primary_position<DB: Networked>() -> OnConnection<Option<DB::Position>, DB> {
+    Box::new(|conn| {
+        Box::pin(async move {
+            let rows = DB::text_rows(conn, DB::PRIMARY_POSITION.to_owned()).await?;
+            let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
+            DB::applied(row)
+        })
+    })
+}
+
+/// Building a PostgreSQL or MariaDB store, and its replicas.
+impl<DB: Networked> SqlStore<DB> {
+    /// The options for `url`: see the database's store ([`PostgresStore`](crate::PostgresStore),
+    /// [`MySqlStore`](crate::MySqlStore)).
+    pub fn options(url: &str) -> Result<ConnectOptionsOf<DB>, Error> {
+        DB::options(url)
+    }
+
+    /// Connects to `url` with [`options`](Self::options), failing if the server is down.
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        Self::connect_with(Self::options(url)?).await
+    }
+
+    /// Connects with explicit options, failing if the server is down.
+    pub async fn connect_with(options: ConnectOptionsOf<DB>) -> Result<Self, Error> {
+        let extra = DB::Extra::default();
+        let pool = DB::pool_options(&extra).connect_with(options).await?;
+        Ok(Self::assemble(Servers::new(pool, true), extra, None))
+    }
+
+    /// A store for `url` with [`options`](Self::options); connects on first use: a
+    /// store built while the server is down answers "unavailable" (503) and recovers by
+    /// itself once the server is back.
+    pub fn connect_lazy(url: &str) -> Result<Self, Error> {
+        Ok(Self::connect_lazy_with(Self::options(url)?))
+    }
+
+    /// A store with explicit options; connects on first use.
+    pub fn connect_lazy_with(options: ConnectOptionsOf<DB>) -> Self {
+        let extra = DB::Extra::default();
+        let pool = DB::pool_options(&extra).connect_lazy_with(options);
+        Self::assemble(Servers::new(pool, true), extra, None)
+    }
+
+    /// A store over a pool the host already has. Its connections keep the host's
+    /// settings (no statement time bound unless the host sets one; on MariaDB the session
+    /// in UTC, sqlx's default, for timestamps to read back as written); version checks go
+    /// through it as well.
+    pub fn from_pool(pool: Pool<DB>) -> Self {
+        Self::assemble(Servers::new(pool, false), DB::Extra::default(), None)
+    }
+
+    /// A store over the host's pools: `primary` for writes and for whatever must be
+    /// current, `replicas` for reads that may go there, as
+    /// [`with_replicas`](Self::with_replicas) says.
+    pub fn from_pools(primary: Pool<DB>, replicas: Vec<Pool<DB>>) -> Self {
+        Self::from_pool(primary).with_replicas(replicas)
+    }
+
+    /// This store reading from `replicas` of its primary (PostgreSQL streaming replicas,
+    /// MariaDB GTID replicas): pages and books are read there once a replica has applied
+    /// the primary's position as the read began (so no read is older than a write
+    /// acknowledged before it, by any process), else after a short wait
+    /// ([`replica_wait`](Self::replica_wait)) from the primary. Writes, version checks,
+    /// migrations and PostgreSQL's `LISTEN` stay on the primary. A replica that is down or
+    /// lagging costs latency, never an error; it is asked again after
+    /// [`DOWN_FOR`](crate::DOWN_FOR). A MariaDB primary needs its binary log on
+    /// (`log_bin`): without one it has no position, and the primary answers every read.
+    pub fn with_replicas(mut self, replicas: Vec<Pool<DB>>) -> Self {
+        self.servers.replicas =
+            (!replicas.is_empty()).then(|| Arc::new(Replicas::new(replicas, DEFAULT_WAIT)));
+        self
+    }
+
+    /// How long a read waits for a replica to catch up before the primary answers it
+    /// (default [`DEFAULT_REPLICA_WAIT`](crate::DEFAULT_REPLICA_WAIT)).
+    pub fn replica_wait(mut self, wait: Duration) -> Self {
+        self.servers.replicas = self
+            .servers
+            .replicas
+            .as_ref()
+            .map(|replicas| Arc::new(replicas.with_wait(wait)));
+        self
+    }
+
+    /// A lazily connected pool for a replica at `url`, as the store would build one: the
+    /// store's session settings, and a one-second wait for a connection (a replica that
+    /// cannot be reached is left out quickly).
+    pub fn replica_pool(url: &str) -> Result<Pool<DB>, Error> {
+        Ok(DB::pool_options(&DB::Extra::default())
+            .acquire_timeout(Duration::from_secs(1))
+            .connect_lazy_with(Self::options(url)?))
+    }
+
+    /// The replicas' pools, if any.
+    pub fn replica_pools(&self) -> Vec<Pool<DB>> {
+        self.servers.replica_pools()
+    }
+
+    /// What the store knows of each replica: whether it is up, how far behind, how many
+    /// reads it answered (the same as the `books_store_replica_*` metrics).
+    pub fn replicas(&self) -> Vec<ReplicaState> {
+        self.servers.replica_states()
+    }
+
+    /// The primary's pool, for embedders that keep their own tables beside ours.
+    pub fn pool(&self) -> &Pool<DB> {
+        &self.servers.pool
+    }
+}
+
+/// The pool options every store's own pools start from.
+pub(crate) fn base_pool_options<DB: Driver>() -> PoolOptions<DB> {
+    PoolOptions::new()
+        .max_connections(10)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .test_before_acquire(false)
+}

@@ -1,0 +1,217 @@
+//! The SQLite store: WAL, foreign keys on, one writer connection beside a reader pool.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use books_core::store::StoreError;
+use sqlx::sqlite::{
+    Sqlite, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool,
+    SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
+use sqlx::{Pool, Transaction};
+
+use crate::backend::{Backend, Engine};
+use crate::batch::NewBook;
+use crate::check::VersionCheck;
+use crate::driver::Driver;
+use crate::error::OrStoreError;
+use crate::queries::Read;
+use crate::statement::{Arg, Dialect, Statement};
+use crate::store::{PoolState, SqlStore};
+use crate::{ACQUIRE_TIMEOUT, Error, migrate};
+
+/// How long a connection waits on another process's write lock before giving up (503).
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A SQLite store (feature `sqlite`). Cloning is cheap (the pools are shared).
+///
+/// Reads go through a pool of readers; writes through one writer connection, so writers
+/// in this process queue instead of failing with "database is locked". Durable by
+/// default: `synchronous=FULL`, so an acknowledged write survives a power loss. Pass
+/// options with `.synchronous(SqliteSynchronous::Normal)` to
+/// [`connect_with`](SqlStore::connect_with) to trade that for faster writes (WAL keeps
+/// the file consistent either way; only the last writes may be lost).
+pub type SqliteStore = SqlStore<Sqlite>;
+
+/// SQLite's file: the writer, the readers, and whether the store opened them.
+#[derive(Debug, Clone)]
+pub struct Files {
+    writer: SqlitePool,
+    readers: SqlitePool,
+    /// The version check runs on a connection of its own (a file this store opened; in
+    /// memory, another connection would see a database of its own).
+    own: bool,
+}
+
+impl Backend for Sqlite {}
+
+impl Engine for Sqlite {
+    type Servers = Files;
+    type Extra = ();
+    const DIALECT: Dialect = Dialect::Sqlite;
+    const MIGRATIONS: &'static [(&'static str, &'static str)] = migrate::SQLITE;
+
+    async fn read(
+        store: &SqliteStore,
+        _to: Read,
+        statement: &Statement,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<SqliteRow>, StoreError> {
+        let mut conn = store.servers.readers.acquire().await.or_store_error()?;
+        Sqlite::rows(&mut conn, statement, args, true)
+            .await
+            .or_store_error()
+    }
+
+    async fn write(
+        store: &SqliteStore,
+        statement: &Statement,
+        _then: Option<&Statement>,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<SqliteRow>, sqlx::Error> {
+        let mut conn = store.servers.writer.acquire().await?;
+        Sqlite::rows(&mut conn, statement, args, true).await
+    }
+
+    /// A transaction that will check a book before it writes holds the database's write
+    /// lock from its start (`BEGIN IMMEDIATE`), so nothing changes the book, or its
+    /// author, before it ends.
+    async fn begin(
+        store: &SqliteStore,
+        locking: bool,
+    ) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
+        if locking {
+            store.servers.writer.begin_with("BEGIN IMMEDIATE").await
+        } else {
+            store.servers.writer.begin().await
+        }
+    }
+
+    async fn retried<T, F, Fut>(_store: &SqliteStore, work: F) -> Result<T, sqlx::Error>
+    where
+        T: Send,
+        F: Fn() -> Fut + Send + Sync,
+        Fut: Future<Output = Result<T, sqlx::Error>> + Send,
+    {
+        work().await
+    }
+
+    /// One insert each, in the batch's transaction: cheap on the one writer.
+    async fn insert_many(
+        _store: &SqliteStore,
+        _conn: &mut SqliteConnection,
+        _books: &[NewBook],
+    ) -> Result<Option<Vec<SqliteRow>>, sqlx::Error> {
+        Ok(None)
+    }
+
+    async fn migrate(store: &SqliteStore) -> Result<(), Error> {
+        SqliteStore::migrator().run(&store.servers.writer).await?;
+        Ok(())
+    }
+
+    fn version_check(
+        files: &Files,
+        _extra: &(),
+        prefix: &str,
+        _schema: Option<&str>,
+    ) -> VersionCheck<Sqlite> {
+        VersionCheck::new(Dialect::Sqlite, prefix, "", None, files.own)
+    }
+
+    fn check_pool(files: &Files) -> &Pool<Sqlite> {
+        &files.readers
+    }
+
+    fn pools(files: &Files) -> Vec<PoolState> {
+        vec![
+            PoolState::of("sqlite_readers".into(), &files.readers),
+            PoolState::of("sqlite_writer".into(), &files.writer),
+        ]
+    }
+
+    async fn close(files: &Files) {
+        files.writer.close().await;
+        files.readers.close().await;
+    }
+}
+
+/// Building a SQLite store.
+impl SqliteStore {
+    /// The options this store uses for `url` (`sqlite://books.db`, `sqlite::memory:` …):
+    /// create if missing, WAL, `foreign_keys=ON`, a busy timeout and `synchronous=FULL`.
+    pub fn options(url: &str) -> Result<SqliteConnectOptions, Error> {
+        Ok(SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT)
+            .synchronous(SqliteSynchronous::Full))
+    }
+
+    /// Connects to `url` with [`options`](Self::options).
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        Self::connect_with(Self::options(url)?).await
+    }
+
+    /// Connects with explicit options. An in-memory database is one connection shared
+    /// by readers and the writer (every further connection would see its own database).
+    pub async fn connect_with(options: SqliteConnectOptions) -> Result<Self, Error> {
+        let in_memory = options
+            .get_filename()
+            .to_str()
+            .is_some_and(|name| name.starts_with("file:sqlx-in-memory") || name == ":memory:");
+        let pool = |max: u32| {
+            SqlitePoolOptions::new()
+                .max_connections(max)
+                .acquire_timeout(ACQUIRE_TIMEOUT)
+                .test_before_acquire(false)
+        };
+        if in_memory {
+            let single = pool(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_with(options)
+                .await?;
+            return Ok(Self::from_pool(single));
+        }
+        let writer = pool(1).connect_with(options.clone()).await?;
+        let readers = pool(4).connect_with(options).await?;
+        Ok(Self::files(writer, readers, true))
+    }
+
+    /// A store over a pool the host already has, for reads and writes alike. Its
+    /// connections need `foreign_keys=ON` (sqlx's default); WAL and a busy timeout are
+    /// advised (see [`options`](Self::options)).
+    pub fn from_pool(pool: SqlitePool) -> Self {
+        Self::from_pools(pool.clone(), pool)
+    }
+
+    /// A store over the host's pools: writes through `writer` (best with one connection,
+    /// so writers queue in process rather than on the file lock), reads and version
+    /// checks through `readers`.
+    pub fn from_pools(writer: SqlitePool, readers: SqlitePool) -> Self {
+        Self::files(writer, readers, false)
+    }
+
+    fn files(writer: SqlitePool, readers: SqlitePool, own: bool) -> Self {
+        let files = Files {
+            writer,
+            readers,
+            own,
+        };
+        Self::assemble(files, (), None)
+    }
+
+    /// The pool reads go through.
+    pub fn readers(&self) -> &SqlitePool {
+        &self.servers.readers
+    }
+
+    /// The pool writes go through (the same as [`readers`](Self::readers) for a store
+    /// built [`from_pool`](Self::from_pool)).
+    pub fn writer(&self) -> &SqlitePool {
+        &self.servers.writer
+    }
+}

@@ -1,0 +1,224 @@
+//! [`SqlStore`]: the one SQL store, over any [`Backend`]. What every database shares is
+//! here and in [`tiers`](crate::tiers); what one does differently is its
+//! [`Engine`](crate::backend::Engine)'s.
+
+use std::sync::Arc;
+
+use books_core::store::StoreError;
+
+use crate::Error;
+use crate::backend::Backend;
+use crate::batch::Creates;
+use crate::check::{Checked, VersionCheck};
+use crate::error::OrStoreError;
+use crate::queries::Read;
+use crate::statement::{Arg, Statement};
+use crate::store_sql::Statements;
+
+/// A store over SQLite ([`SqliteStore`](crate::SqliteStore)), PostgreSQL
+/// ([`PostgresStore`](crate::PostgresStore)) or MariaDB ([`MySqlStore`](crate::MySqlStore)),
+/// with every tier of [`books_core::store`]. Cloning is cheap (the pools are shared).
+///
+/// How each is built is on its alias's page; what they share: [`migrate`](Self::migrate)
+/// once at start, [`pools`](Self::pools) for metrics, [`close`](Self::close) at the end.
+pub struct SqlStore<DB: Backend> {
+    /// Where statements go: SQLite's file, PostgreSQL's or MariaDB's servers.
+    pub(crate) servers: DB::Servers,
+    /// What else the store keeps for its database.
+    pub(crate) extra: DB::Extra,
+    /// The schema (PostgreSQL) or database (MariaDB) of the store's tables, if named.
+    pub(crate) schema: Option<Arc<str>>,
+    pub(crate) sql: Arc<Statements>,
+    pub(crate) check: Arc<VersionCheck<DB>>,
+    /// Creates waiting to be written together (one queue per set of tables).
+    pub(crate) creates: Arc<Creates>,
+}
+
+impl<DB: Backend> Clone for SqlStore<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            servers: self.servers.clone(),
+            extra: self.extra.clone(),
+            schema: self.schema.clone(),
+            sql: self.sql.clone(),
+            check: self.check.clone(),
+            creates: self.creates.clone(),
+        }
+    }
+}
+
+impl<DB: Backend> std::fmt::Debug for SqlStore<DB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlStore")
+            .field("servers", &self.servers)
+            .field("extra", &self.extra)
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One of a store's pools, as its metrics show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolState {
+    /// Which pool: `sqlite_readers`, `sqlite_writer`, `postgres`, `mysql`, or
+    /// `postgres_replica:HOST:PORT` (`mysql_…`) for a replica's.
+    pub name: String,
+    /// Connections open.
+    pub size: u32,
+    /// Connections open and idle.
+    pub idle: u32,
+    /// The most it opens.
+    pub max: u32,
+}
+
+impl PoolState {
+    pub(crate) fn of<DB: sqlx::Database>(name: String, pool: &sqlx::Pool<DB>) -> Self {
+        let size = pool.size();
+        Self {
+            name,
+            size,
+            idle: u32::try_from(pool.num_idle()).unwrap_or(size),
+            max: pool.options().get_max_connections(),
+        }
+    }
+}
+
+impl<DB: Backend> SqlStore<DB> {
+    /// A store over `servers`, its tables behind `schema`.
+    pub(crate) fn assemble(
+        servers: DB::Servers,
+        extra: DB::Extra,
+        schema: Option<Arc<str>>,
+    ) -> Self {
+        let prefix = prefix(schema.as_deref());
+        Self {
+            sql: Arc::new(Statements::new(DB::DIALECT, &prefix)),
+            check: Arc::new(DB::version_check(
+                &servers,
+                &extra,
+                &prefix,
+                schema.as_deref(),
+            )),
+            creates: Arc::default(),
+            servers,
+            extra,
+            schema,
+        }
+    }
+
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    /// This store built again from its parts (its statements and check for them, its
+    /// queues new): after one of them changed.
+    pub(crate) fn rebuilt(self) -> Self {
+        Self::assemble(self.servers, self.extra, self.schema)
+    }
+
+    /// The store's statements.
+    pub(crate) fn sql(&self) -> &Statements {
+        &self.sql
+    }
+
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    /// What goes before a table's name: the schema and a dot, or nothing.
+    pub(crate) fn prefix(&self) -> String {
+        prefix(self.schema.as_deref())
+    }
+
+    /// Whether statements may be kept prepared.
+    pub(crate) fn persistent(&self) -> bool {
+        DB::persistent(&self.extra)
+    }
+
+    /// Runs a read ([`Engine::read`](crate::backend::Engine::read)).
+    pub(crate) async fn read(
+        &self,
+        to: Read,
+        statement: &Statement,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<DB::Row>, StoreError> {
+        DB::read(self, to, statement, args).await
+    }
+
+    /// Runs a write ([`Engine::write`](crate::backend::Engine::write)).
+    pub(crate) async fn write(
+        &self,
+        statement: &Statement,
+        then: Option<&Statement>,
+        args: &[Arg<'_>],
+    ) -> Result<Vec<DB::Row>, sqlx::Error> {
+        DB::write(self, statement, then, args).await
+    }
+
+    /// The version check's reading (see [`VersionCheck::tallied`]).
+    pub(crate) async fn tallied(&self, above: Option<i64>) -> Result<Checked, StoreError> {
+        self.check
+            .tallied(DB::check_pool(&self.servers), above)
+            .await
+    }
+
+    /// The embedded migrations, recording into [`MIGRATIONS_TABLE`](crate::MIGRATIONS_TABLE):
+    /// run them with your own tooling, or read each one's SQL (also in this crate's
+    /// `migrations/` folder).
+    pub fn migrator() -> sqlx::migrate::Migrator {
+        crate::migrate::migrator_of(DB::MIGRATIONS)
+    }
+
+    /// Applies the embedded migrations: call once at start; safe to repeat, to run from
+    /// several processes at once, and beside a host's own sqlx migrations (they record
+    /// into a table of their own).
+    pub async fn migrate(&self) -> Result<(), Error> {
+        DB::migrate(self).await
+    }
+
+    /// Inserts an author with this id, or renames it if it exists; later
+    /// [`add_author`](books_core::store::AuthorStore::add_author) ids continue after the
+    /// largest id.
+    pub async fn upsert_author(&self, id: i64, name: Option<&str>) -> Result<(), StoreError> {
+        let (sql, persistent) = (self.sql(), self.persistent());
+        DB::retried(self, || async {
+            let mut tx = DB::begin(self, false).await?;
+            let args = [Arg::Int(id), Arg::Name(name)];
+            DB::rows(&mut tx, &sql.upsert_author, &args, persistent).await?;
+            if let Some(follow) = &sql.author_ids_follow {
+                DB::text_rows(&mut tx, follow.clone()).await?;
+            }
+            tx.commit().await
+        })
+        .await
+        .or_store_error()
+    }
+
+    /// Closes every pool the store reads and writes through.
+    pub async fn close(&self) {
+        DB::close(&self.servers).await;
+    }
+
+    /// The store's pools, for metrics: each one's connections open, idle and at most.
+    pub fn pools(&self) -> Vec<PoolState> {
+        DB::pools(&self.servers)
+    }
+}
+
+/// What goes before a table's name in `schema`: the schema and a dot, or nothing.
+fn prefix(schema: Option<&str>) -> String {
+    schema
+        .map(|schema| format!("{schema}."))
+        .unwrap_or_default()
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+/// `name` if the store takes it for a schema (PostgreSQL) or database (MariaDB): 1 to 63
+/// of `a-z`, `0-9` and `_`, not starting with a digit (so it is written into SQL as is).
+pub(crate) fn checked_name(name: &str) -> Result<Arc<str>, Error> {
+    let valid = (1..=63).contains(&name.len())
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if valid {
+        Ok(name.into())
+    } else {
+        Err(Error::InvalidSchema(name.to_owned()))
+    }
+}
