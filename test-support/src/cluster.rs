@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::{free_port, run_pg, scratch};
+use crate::{free_port, psql, run_pg, scratch, wait_until};
 
 /// One PostgreSQL server (a primary or a replica) in a scratch directory, on a free port.
 #[derive(Debug)]
@@ -69,6 +69,47 @@ impl Node {
             &["-D", &self.data(), "-m", "fast", "-w", "-s", "stop"],
         )
     }
+
+    /// Runs `sql` on it (`psql`, database `postgres`, within 30 s); its output (unaligned,
+    /// tuples only, trimmed) if it succeeded.
+    pub fn sql(&self, sql: &str) -> Option<String> {
+        psql(&self.url(), sql, Duration::from_secs(30))
+    }
+
+    /// Stops it as a crash would (`pg_ctl stop -m immediate`: no shutdown checkpoint, open
+    /// connections cut); whether it stopped. [`up`](Self::up) starts it again.
+    pub fn crash(&self) -> bool {
+        run_pg(
+            "pg_ctl",
+            &["-D", &self.data(), "-m", "immediate", "-w", "-s", "stop"],
+        )
+    }
+
+    /// Pauses a replica's replay (`pg_wal_replay_pause()`): it still receives WAL but its
+    /// readers see nothing newer until [`resume_replay`](Self::resume_replay); whether it
+    /// paused. A promotion ends the pause and replays what was received first, so this
+    /// loses no commit in a failover (see [`detach`](Self::detach)).
+    pub fn pause_replay(&self) -> bool {
+        self.sql("SELECT pg_wal_replay_pause()").is_some()
+    }
+
+    /// Resumes the replay [`pause_replay`](Self::pause_replay) paused; whether it did.
+    pub fn resume_replay(&self) -> bool {
+        self.sql("SELECT pg_wal_replay_resume()").is_some()
+    }
+
+    /// Stops a replica receiving WAL from its primary (`primary_conninfo` emptied and
+    /// reloaded), so that a commit the primary makes afterwards is lost if the replica is
+    /// promoted; whether it did.
+    pub fn detach(&self) -> bool {
+        self.sql("ALTER SYSTEM SET primary_conninfo = ''").is_some()
+            && self.sql("SELECT pg_reload_conf()").is_some()
+            && wait_until(Duration::from_secs(10), Duration::from_millis(50), || {
+                self.sql("SELECT count(*) FROM pg_stat_wal_receiver")
+                    .as_deref()
+                    == Some("0")
+            })
+    }
 }
 
 impl Drop for Node {
@@ -102,6 +143,23 @@ impl Cluster {
     /// The primary.
     pub fn primary(&self) -> &Node {
         &self.primary
+    }
+
+    /// Promotes replica `replica` (`pg_ctl promote`) and waits up to 60 s until it is out
+    /// of recovery and takes writes; whether it did. It stays in [`replicas`](Self::replicas);
+    /// the other replicas go on following the old primary (or nothing, once it is down).
+    pub fn promote(&self, replica: usize) -> bool {
+        let Some(node) = self.replicas.get(replica) else {
+            return false;
+        };
+        let data = node.data();
+        let promoted = run_pg("pg_ctl", &["-D", &data, "-w", "-t", "60", "-s", "promote"]);
+        promoted
+            && wait_until(Duration::from_secs(60), Duration::from_millis(50), || {
+                node.sql("SELECT NOT pg_is_in_recovery() AND txid_current() > 0")
+                    .as_deref()
+                    == Some("t")
+            })
     }
 
     /// The replicas added so far, in order.

@@ -79,6 +79,29 @@ impl MariaDb {
             .is_ok_and(|s| s.success())
     }
 
+    /// Runs `sql` with the `mariadb` client (batch mode, no column names, within 30 s);
+    /// its output (trimmed) if it succeeded.
+    pub fn query(&self, sql: &str) -> Option<String> {
+        let mut client = Command::new("mariadb");
+        client
+            .args(["--no-defaults", "-uroot", "-h127.0.0.1", "-BN"])
+            .arg(format!("-P{}", self.port))
+            .args(["-e", sql]);
+        crate::output_within(&mut client, Duration::from_secs(30)).map(|out| out.trim().to_owned())
+    }
+
+    /// Makes a replica a primary of its own: it stops replicating and forgets its primary
+    /// (`STOP SLAVE; RESET SLAVE ALL`) and takes writes (`read_only` off); whether it did.
+    pub fn promote(&self) -> bool {
+        self.sql("STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = OFF")
+    }
+
+    /// Stops a replica replicating (`STOP SLAVE`): what its primary commits afterwards it
+    /// never gets, and is lost if it is then [promoted](Self::promote); whether it did.
+    pub fn stop_replication(&self) -> bool {
+        self.sql("STOP SLAVE")
+    }
+
     /// Starts it and waits until it accepts connections; whether it did.
     pub fn up(&mut self) -> bool {
         let mut command = Command::new(mariadbd());
