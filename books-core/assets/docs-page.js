@@ -31,7 +31,6 @@
         docExpansion: "list",
         defaultModelsExpandDepth: 0,
         displayRequestDuration: true,
-        showCommonExtensions: true,
         // Swagger UI would otherwise ask validator.swagger.io for a badge.
         validatorUrl: null,
         // No `?url=` or `?configUrl=` from the address bar.
