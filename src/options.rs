@@ -90,6 +90,11 @@ pub struct Options {
     #[arg(long, env = "BOOKS_OPENAPI", default_value_t = true, action = clap::ArgAction::Set)]
     pub openapi: bool,
 
+    /// Whether `{prefix}/docs` serves the interactive reference page (Swagger UI over the
+    /// OpenAPI document, its assets served from here; needs --openapi true).
+    #[arg(long, env = "BOOKS_DOCS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub docs: bool,
+
     /// Books per page.
     #[arg(long, env = "BOOKS_PAGE_SIZE", default_value = "20")]
     pub page_size: NonZeroU32,
@@ -246,6 +251,7 @@ impl Options {
             .with_body_limit(self.body_limit)
             .with_write_token(self.write_token.as_deref())
             .with_openapi(self.openapi)
+            .with_docs(self.docs)
             .with_cache((self.cache_entries > 0).then_some(CacheLimits {
                 entries: self.cache_entries,
                 bytes: self.cache_bytes,

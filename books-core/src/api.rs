@@ -113,8 +113,7 @@ impl BooksApi {
     /// may be allowed.
     pub fn allow(&self, path: &str) -> Option<HeaderValue> {
         let path = self.relative(path)?;
-        let scheme = self.inner.config.route_scheme();
-        match route(path, &Method::OPTIONS, scheme, self.inner.config.openapi()).0 {
+        match route(path, &Method::OPTIONS, &self.inner.config).0 {
             Routed::Options(allow) => Some(allow.header()),
             _ => None,
         }
@@ -191,7 +190,17 @@ impl BooksApi {
             };
             if parts.method == Method::GET || parts.method == Method::HEAD {
                 if api.inner.config.compression() {
-                    compression::encode(api.inner.cache.as_ref(), &parts.headers, &mut response);
+                    match routed {
+                        #[cfg(feature = "docs-page")]
+                        Routed::Endpoint(Endpoint::Docs(path)) => {
+                            path.encode(&parts.headers, &mut response);
+                        }
+                        _ => compression::encode(
+                            api.inner.cache.as_ref(),
+                            &parts.headers,
+                            &mut response,
+                        ),
+                    }
                 }
                 conditional::not_modified_if_matching(&parts.headers, &mut response);
             }
@@ -240,6 +249,8 @@ impl BooksApi {
         match endpoint {
             Endpoint::Ping => Ok(self.ping(format)),
             Endpoint::OpenApi => Ok(self.openapi()),
+            #[cfg(feature = "docs-page")]
+            Endpoint::Docs(path) => Ok(path.answer(self.inner.config.compression())),
             Endpoint::List { action } => self.list(parts, action, format).await,
             Endpoint::Get(id) => {
                 let includes = query::includes(query)?;
@@ -260,12 +271,7 @@ impl BooksApi {
     /// Where the request goes, and the route template it was routed to.
     fn destination(&self, parts: &http::request::Parts) -> (Routed, &'static str) {
         match self.relative(parts.uri.path()) {
-            Some(path) => route(
-                path,
-                &parts.method,
-                self.inner.config.route_scheme(),
-                self.inner.config.openapi(),
-            ),
+            Some(path) => route(path, &parts.method, &self.inner.config),
             None => (Routed::NotFound, UNMATCHED),
         }
     }
@@ -290,7 +296,7 @@ impl BooksApi {
             headers.insert(CACHE_CONTROL, render::NO_STORE);
             return response;
         }
-        let Some(format) = negotiate(&parts.headers) else {
+        let Some(format) = negotiate(&parts.headers).or_else(|| any_accept(routed)) else {
             let problem = Problem::not_acceptable();
             return render::problem(&problem, Format::Json, id);
         };
@@ -303,6 +309,17 @@ impl BooksApi {
             log_failure(&problem, parts, id);
             render::problem(&problem, format, id)
         })
+    }
+}
+
+/// The format of an answer whose body does not depend on `Accept` (the reference page
+/// and its assets: a browser asks for HTML, scripts, styles and images), when `Accept`
+/// allows neither JSON nor XML; `None` (406) for every other answer.
+fn any_accept(routed: Routed) -> Option<Format> {
+    match routed {
+        #[cfg(feature = "docs-page")]
+        Routed::Endpoint(Endpoint::Docs(_)) => Some(Format::Json),
+        _ => None,
     }
 }
 

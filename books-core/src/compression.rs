@@ -51,8 +51,19 @@ impl Coding {
         }
     }
 
+    /// Its place among [`PREFERRED`](Self::PREFERRED) (0, 1 or 2), for tables of one
+    /// body in each coding.
+    #[cfg(feature = "docs-page")]
+    pub(crate) fn slot(self) -> usize {
+        match self {
+            Coding::Br => 0,
+            Coding::Zstd => 1,
+            Coding::Gzip => 2,
+        }
+    }
+
     /// `body` compressed, or `None` if the encoder failed (the answer goes as it is).
-    fn compress(self, body: &[u8]) -> Option<Vec<u8>> {
+    pub(crate) fn compress(self, body: &[u8]) -> Option<Vec<u8>> {
         match self {
             Coding::Gzip => {
                 let mut encoder =
@@ -154,6 +165,18 @@ pub(crate) fn vary(response: &mut Response<Bytes>) {
 /// body kept in `cache` by the identity tag. Its `Vary` was set where it was rendered
 /// ([`vary`]).
 pub(crate) fn encode(cache: Option<&Cache>, request: &HeaderMap, response: &mut Response<Bytes>) {
+    encode_with(request, response, |coding, tag, body| {
+        compressed(cache, tag, coding, body)
+    });
+}
+
+/// [`encode`] with the compressed body from `compress` (given the coding, the identity
+/// tag and the identity body), for answers whose encodings are kept elsewhere.
+pub(crate) fn encode_with(
+    request: &HeaderMap,
+    response: &mut Response<Bytes>,
+    compress: impl FnOnce(Coding, Option<HeaderValue>, &Bytes) -> Option<Bytes>,
+) {
     // Header lookups cost about a hundred instructions each: a small answer asks none.
     if response.status() != StatusCode::OK || response.body().len() < MIN_SIZE {
         return;
@@ -172,7 +195,7 @@ pub(crate) fn encode(cache: Option<&Cache>, request: &HeaderMap, response: &mut 
         response.headers_mut().insert(ETAG, variant.clone());
         return;
     }
-    let Some(body) = compressed(cache, tag, coding, response.body()) else {
+    let Some(body) = compress(coding, tag, response.body()) else {
         return;
     };
     let headers = response.headers_mut();

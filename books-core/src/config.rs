@@ -150,6 +150,7 @@ pub struct Config {
     body_limit: usize,
     write_token: Option<Arc<str>>,
     openapi: bool,
+    docs: bool,
     cache: Option<CacheLimits>,
     cache_control: CacheControl,
     compression: bool,
@@ -160,8 +161,8 @@ pub struct Config {
 
 impl Default for Config {
     /// Prefix `/api`, base URL `http://localhost:8080`, 20 books a page, both route
-    /// schemes, basic ping, a 64 KiB body limit, the OpenAPI document served, the cache
-    /// on with its default limits, `Cache-Control: no-cache` on books and pages,
+    /// schemes, basic ping, a 64 KiB body limit, the OpenAPI document served (the reference
+    /// page not), the cache on with its default limits, `Cache-Control: no-cache` on books and pages,
     /// compression on, `If-Match` optional, idempotency keys kept 24 hours, and the
     /// system clock.
     fn default() -> Self {
@@ -174,6 +175,7 @@ impl Default for Config {
             body_limit: 64 * 1024,
             write_token: None,
             openapi: true,
+            docs: false,
             cache: Some(CacheLimits::default()),
             cache_control: CacheControl::NoCache,
             compression: true,
@@ -238,6 +240,19 @@ impl Config {
     /// server URL set to the base URL and prefix). On by default.
     pub fn with_openapi(mut self, served: bool) -> Self {
         self.openapi = served;
+        self
+    }
+
+    /// Whether `GET {prefix}/docs` serves an interactive reference page (Swagger UI) built
+    /// from `{prefix}/openapi.json`, with "try it" against this API; its scripts and
+    /// styles are built into the crate and served from the API's own origin under
+    /// `{prefix}/docs/assets/` (cached by browsers for a year: their path names their
+    /// version). Off by default; served only while the OpenAPI document is
+    /// ([`with_openapi`](Self::with_openapi)), which it is built from.
+    #[cfg(feature = "docs-page")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "docs-page")))]
+    pub fn with_docs(mut self, served: bool) -> Self {
+        self.docs = served;
         self
     }
 
@@ -328,6 +343,12 @@ impl Config {
     /// Whether the OpenAPI document is served.
     pub fn openapi(&self) -> bool {
         self.openapi
+    }
+
+    /// Whether the reference page is served: turned on, and the OpenAPI document served
+    /// too (never without the `docs-page` feature).
+    pub fn docs(&self) -> bool {
+        self.docs && self.openapi
     }
 
     /// The cache's limits, `None` when it is off.

@@ -45,6 +45,8 @@ mod compression;
 mod conditional;
 mod config;
 pub mod demo;
+#[cfg(feature = "docs-page")]
+mod docs_page;
 mod etag;
 mod fields;
 mod form;

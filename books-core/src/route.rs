@@ -5,6 +5,10 @@ use std::str::FromStr;
 
 use http::Method;
 
+use crate::config::Config;
+#[cfg(feature = "docs-page")]
+use crate::docs_page::DocsPath;
+
 /// Which route names the API serves (see the contract's route table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -49,6 +53,9 @@ pub(crate) enum Endpoint {
     Ping,
     /// The OpenAPI document.
     OpenApi,
+    /// The reference page or one of its assets.
+    #[cfg(feature = "docs-page")]
+    Docs(DocsPath),
     /// The list; `action` says it was reached as `/books/list` (links follow the same path).
     List {
         action: bool,
@@ -75,6 +82,8 @@ pub(crate) enum Routed {
 enum Resource {
     Ping,
     OpenApi,
+    #[cfg(feature = "docs-page")]
+    Docs(DocsPath),
     Books,
     Book(Option<i64>),
     ListAction,
@@ -84,15 +93,21 @@ enum Resource {
 }
 
 impl Resource {
-    fn parse(path: &str, scheme: RouteScheme, openapi: bool) -> Option<Self> {
-        let path = path
+    fn parse(path: &str, config: &Config) -> Option<Self> {
+        let scheme = config.route_scheme();
+        let trimmed = path
             .strip_suffix('/')
             .filter(|p| !p.is_empty())
             .unwrap_or(path);
-        let mut segments = path.strip_prefix('/')?.split('/');
+        let mut segments = trimmed.strip_prefix('/')?.split('/');
         let resource = match (segments.next(), segments.next(), segments.next()) {
             (Some("ping"), None, _) => Self::Ping,
-            (Some("openapi.json"), None, _) if openapi => Self::OpenApi,
+            (Some("openapi.json"), None, _) if config.openapi() => Self::OpenApi,
+            #[cfg(feature = "docs-page")]
+            (Some("docs"), second, third) if config.docs() => {
+                let slash = trimmed.len() < path.len();
+                Self::Docs(DocsPath::parse(second, third, segments.next(), slash)?)
+            }
             (Some("books"), None, _) if scheme.index() => Self::Books,
             (Some("books"), Some("list"), None) if scheme.action() => Self::ListAction,
             (Some("books"), Some("create"), None) if scheme.action() => Self::CreateAction,
@@ -116,6 +131,8 @@ impl Resource {
         match self {
             Self::Ping => "/ping",
             Self::OpenApi => "/openapi.json",
+            #[cfg(feature = "docs-page")]
+            Self::Docs(path) => path.template(),
             Self::Books => "/books",
             Self::Book(_) => "/books/{id}",
             Self::ListAction => "/books/list",
@@ -130,6 +147,8 @@ impl Resource {
         Some(match self {
             Self::Ping if read => Endpoint::Ping,
             Self::OpenApi if read => Endpoint::OpenApi,
+            #[cfg(feature = "docs-page")]
+            Self::Docs(path) if read => Endpoint::Docs(path),
             Self::Books if read => Endpoint::List { action: false },
             Self::Books if method == Method::POST => Endpoint::Create,
             Self::ListAction if read => Endpoint::List { action: true },
@@ -206,16 +225,12 @@ fn parse_id(segment: &str) -> Option<i64> {
 /// The label of requests no route matched.
 pub(crate) const UNMATCHED: &str = "unmatched";
 
-/// Routes `path` (already relative to the mount prefix, `""` for the prefix itself);
-/// `openapi` says whether the document is served. Also returns the route's template
-/// ([`UNMATCHED`] when there is none).
-pub(crate) fn route(
-    path: &str,
-    method: &Method,
-    scheme: RouteScheme,
-    openapi: bool,
-) -> (Routed, &'static str) {
-    let Some(resource) = Resource::parse(path, scheme, openapi) else {
+/// Routes `path` (already relative to the mount prefix, `""` for the prefix itself) in
+/// the route scheme(s) and with the documents `config` serves. Also returns the route's
+/// template ([`UNMATCHED`] when there is none).
+pub(crate) fn route(path: &str, method: &Method, config: &Config) -> (Routed, &'static str) {
+    let scheme = config.route_scheme();
+    let Some(resource) = Resource::parse(path, config) else {
         return (Routed::NotFound, UNMATCHED);
     };
     let routed = if method == Method::OPTIONS {
@@ -233,14 +248,18 @@ pub(crate) fn route(
 mod tests {
     use super::*;
 
+    fn config(scheme: RouteScheme) -> Config {
+        Config::default().with_route_scheme(scheme)
+    }
+
     fn get(path: &str, scheme: RouteScheme) -> Routed {
-        route(path, &Method::GET, scheme, true).0
+        route(path, &Method::GET, &config(scheme)).0
     }
 
     #[test]
     fn templates_name_routes_not_paths() {
         let both = RouteScheme::Both;
-        let template = |path, method| route(path, &method, both, true).1;
+        let template = |path, method| route(path, &method, &config(both)).1;
         assert_eq!(template("/books/7", Method::GET), "/books/{id}");
         assert_eq!(template("/books/x", Method::PATCH), "/books/{id}");
         assert_eq!(
@@ -281,11 +300,11 @@ mod tests {
         assert_eq!(get("/books/7/x", both), Routed::NotFound);
         assert_eq!(get("/books//", both), Routed::NotFound);
         assert_eq!(
-            route("/books/update/3", &Method::PUT, both, true).0,
+            route("/books/update/3", &Method::PUT, &config(both)).0,
             Routed::Endpoint(Update(Some(3)))
         );
         assert_eq!(
-            allow(route("/books/update/3", &Method::GET, both, true).0),
+            allow(route("/books/update/3", &Method::GET, &config(both)).0),
             "OPTIONS, PUT"
         );
         assert_eq!(
@@ -294,15 +313,20 @@ mod tests {
         );
         assert_eq!(get("/books", RouteScheme::Action), Routed::NotFound);
         assert_eq!(
-            allow(route("/books/3", &Method::PUT, RouteScheme::Action, true).0),
+            allow(route("/books/3", &Method::PUT, &config(RouteScheme::Action)).0),
             "GET, HEAD, OPTIONS"
         );
         assert_eq!(
-            route("/books/delete/3", &Method::DELETE, RouteScheme::Index, true).0,
+            route(
+                "/books/delete/3",
+                &Method::DELETE,
+                &config(RouteScheme::Index)
+            )
+            .0,
             Routed::NotFound
         );
         assert_eq!(
-            allow(route("/books", &Method::OPTIONS, both, true).0),
+            allow(route("/books", &Method::OPTIONS, &config(both)).0),
             "GET, HEAD, OPTIONS, POST"
         );
         for (path, methods) in [
@@ -313,11 +337,58 @@ mod tests {
             ("/books/delete/7", "DELETE, OPTIONS"),
         ] {
             assert_eq!(
-                allow(route(path, &Method::PATCH, both, true).0),
+                allow(route(path, &Method::PATCH, &config(both)).0),
                 methods,
                 "{path}"
             );
         }
+    }
+
+    #[cfg(feature = "docs-page")]
+    #[test]
+    fn the_docs_page_when_served() {
+        let on = Config::default().with_docs(true);
+        let routed = |path, method: Method, config: &Config| route(path, &method, config);
+        assert!(matches!(
+            routed("/docs", Method::GET, &on),
+            (
+                Routed::Endpoint(Endpoint::Docs(DocsPath::Page { slash: false })),
+                "/docs"
+            )
+        ));
+        assert!(matches!(
+            routed("/docs/", Method::HEAD, &on).0,
+            Routed::Endpoint(Endpoint::Docs(DocsPath::Page { slash: true }))
+        ));
+        assert_eq!(
+            allow(routed("/docs", Method::POST, &on).0),
+            "GET, HEAD, OPTIONS"
+        );
+        assert_eq!(
+            routed("/docs/assets/0/swagger-ui.css", Method::PUT, &on).1,
+            "/docs/assets/{version}/{file}"
+        );
+        for missing in [
+            "/docs//",
+            "/docs/assets",
+            "/docs/assets/0",
+            "/docs/assets/0/nope.js",
+            "/docs/assets/0/swagger-ui.css/x",
+            "/docs/index.html",
+        ] {
+            assert_eq!(
+                routed(missing, Method::GET, &on).0,
+                Routed::NotFound,
+                "{missing}"
+            );
+        }
+        let off = Config::default();
+        assert_eq!(routed("/docs", Method::GET, &off).0, Routed::NotFound);
+        let no_document = on.with_openapi(false);
+        assert_eq!(
+            routed("/docs", Method::GET, &no_document).0,
+            Routed::NotFound
+        );
     }
 
     #[test]

@@ -275,6 +275,7 @@ macro_rules! http_contract_suite {
             action_scheme_only,
             both_schemes_by_default,
             custom_prefix_moves_every_route,
+            docs_page_is_served_like_every_route,
             json_is_the_default_format,
             accept_selects_xml,
             accept_q_zero_and_specificity,

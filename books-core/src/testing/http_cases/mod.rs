@@ -17,6 +17,7 @@ use crate::route::RouteScheme;
 
 mod books;
 mod conditional;
+mod docs_page;
 mod errors;
 mod idempotency;
 mod if_match;
@@ -29,6 +30,7 @@ mod validation;
 
 pub use books::*;
 pub use conditional::*;
+pub use docs_page::*;
 pub use errors::*;
 pub use idempotency::*;
 pub use if_match::*;
