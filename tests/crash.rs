@@ -109,7 +109,12 @@ async fn write_until_killed(addr: &str, mut server: Child) -> Vec<(i64, String)>
             })
         })
         .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     while acknowledged.lock().unwrap().len() < 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "200 creates not acknowledged within 60 s"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     server.kill().await.expect("SIGKILL");

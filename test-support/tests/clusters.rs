@@ -1,29 +1,13 @@
 //! The cluster fixtures themselves: a pg_auto_failover formation replicates, switches over
 //! and fails over (losing an unreplicated commit once asynchronous); a Galera cluster
 //! replicates and takes a killed node back; a promoted PostgreSQL or MariaDB replica has
-//! what it received and not what it missed. Each test runs where its tools are installed,
-//! and fails under `CI=true` without them; elsewhere it says loudly that it skipped.
+//! what it received and not what it missed. Each test runs where its tools are installed
+//! (or under `CI=true`, where it fails without them); elsewhere it shows as ignored with
+//! the reason (`gates.rs`).
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
-use books_test_support::{
-    Cluster, Galera, MariaDb, PgAutoFailover, have_galera, have_pg_auto_failover, started,
-};
-
-/// Whether a test whose tools are `here` (or not) runs: under `CI=true` it always does
-/// (and fails without them). A skip is said on the process's stderr itself, which the test
-/// harness does not capture (it would swallow an `eprintln!` of a passing test).
-fn runs(here: bool, test: &str, tools: &str) -> bool {
-    if !here && std::env::var("CI").is_ok_and(|ci| ci == "true") {
-        panic!("{test}: {tools} missing under CI=true");
-    }
-    if !here {
-        let line = format!("SKIPPED {test}: {tools} not installed\n");
-        let _ = std::io::stderr().write_all(line.as_bytes());
-    }
-    here
-}
+use books_test_support::{Cluster, Galera, MariaDb, PgAutoFailover, started};
 
 /// Asks `answer` until it is `expected` (replication reaches a reader a moment late),
 /// within `within`; whether it was.
@@ -46,15 +30,11 @@ fn eventually(
 const ROWS: &str = "SELECT string_agg(v, ',' ORDER BY v) FROM t";
 
 #[test]
+#[cfg_attr(
+    not(books_test_pg_auto_failover),
+    ignore = "pg_autoctl is not installed (.ci/install-clusters)"
+)]
 fn pg_auto_failover_replicates_switches_over_and_fails_over() {
-    let test = "pg_auto_failover_replicates_switches_over_and_fails_over";
-    if !runs(
-        have_pg_auto_failover(),
-        test,
-        "pg_autoctl (.ci/install-clusters installs it)",
-    ) {
-        return;
-    }
     let at = Instant::now();
     let mut formation = started(PgAutoFailover::start(), "a pg_auto_failover formation");
     eprintln!("pg_auto_failover: started in {:?}", at.elapsed());
@@ -118,15 +98,11 @@ fn pg_auto_failover_replicates_switches_over_and_fails_over() {
 }
 
 #[test]
+#[cfg_attr(
+    not(books_test_pg_auto_failover),
+    ignore = "pg_autoctl is not installed (.ci/install-clusters)"
+)]
 fn pg_auto_failover_loses_an_unreplicated_commit_once_asynchronous() {
-    let test = "pg_auto_failover_loses_an_unreplicated_commit_once_asynchronous";
-    if !runs(
-        have_pg_auto_failover(),
-        test,
-        "pg_autoctl (.ci/install-clusters installs it)",
-    ) {
-        return;
-    }
     let mut formation = started(PgAutoFailover::start(), "a pg_auto_failover formation");
     assert!(formation.create_database("books"));
     let url = formation.url("books");
@@ -177,15 +153,11 @@ fn pg_auto_failover_loses_an_unreplicated_commit_once_asynchronous() {
 }
 
 #[test]
+#[cfg_attr(
+    not(books_test_galera),
+    ignore = "the Galera provider is not installed (.ci/install-clusters)"
+)]
 fn galera_replicates_and_takes_a_killed_node_back() {
-    let test = "galera_replicates_and_takes_a_killed_node_back";
-    if !runs(
-        have_galera(),
-        test,
-        "MariaDB Galera (galera-4, rsync: .ci/install-clusters installs them)",
-    ) {
-        return;
-    }
     let at = Instant::now();
     let mut cluster = started(Galera::start(3), "a three-node Galera cluster");
     eprintln!("galera: started in {:?}", at.elapsed());
@@ -234,28 +206,12 @@ fn galera_replicates_and_takes_a_killed_node_back() {
     );
 }
 
-/// Whether PostgreSQL's server tools are installed (`initdb` where `pg_config` says).
-fn have_postgres() -> bool {
-    let bindir = std::process::Command::new("pg_config")
-        .arg("--bindir")
-        .output();
-    bindir.is_ok_and(|out| {
-        std::path::Path::new(String::from_utf8_lossy(&out.stdout).trim())
-            .join("initdb")
-            .exists()
-    })
-}
-
 #[test]
+#[cfg_attr(
+    not(books_test_pg_cluster),
+    ignore = "PostgreSQL's server tools are not installed"
+)]
 fn cluster_promotes_a_replica_with_or_without_what_it_missed() {
-    let test = "cluster_promotes_a_replica_with_or_without_what_it_missed";
-    if !runs(
-        have_postgres(),
-        test,
-        "PostgreSQL's server tools (initdb, pg_ctl)",
-    ) {
-        return;
-    }
     let mut cluster = started(Cluster::start(), "a private PostgreSQL cluster");
     assert!(cluster.add_replica(Duration::ZERO).is_some());
     assert!(cluster.add_replica(Duration::ZERO).is_some());
@@ -307,26 +263,12 @@ fn cluster_promotes_a_replica_with_or_without_what_it_missed() {
     assert!(detached.sql("INSERT INTO t VALUES ('three')").is_some());
 }
 
-/// Whether MariaDB's server tools are installed (`mariadbd`, `mariadb-install-db`).
-fn have_mariadb() -> bool {
-    let on_path = |program: &str| {
-        std::env::var_os("PATH")
-            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).exists()))
-    };
-    (on_path("mariadbd") || std::path::Path::new("/usr/sbin/mariadbd").exists())
-        && on_path("mariadb-install-db")
-}
-
 #[test]
+#[cfg_attr(
+    not(books_test_mariadb_servers),
+    ignore = "MariaDB's server tools are not installed"
+)]
 fn mariadb_promotes_a_replica_without_what_it_missed() {
-    let test = "mariadb_promotes_a_replica_without_what_it_missed";
-    if !runs(
-        have_mariadb(),
-        test,
-        "MariaDB's server (.ci/install-clusters installs it)",
-    ) {
-        return;
-    }
     let mut primary = started(MariaDb::primary(), "a private MariaDB primary");
     let replica = started(
         MariaDb::replica_of(&primary, Duration::ZERO),

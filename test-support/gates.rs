@@ -1,7 +1,6 @@
 //! Tells the tests what they were given, so that a case whose database or tool is missing
 //! shows as ignored (with the reason) in the test summary rather than as passed. Under
-//! `CI=true` every case runs, and fails without what it needs. Nothing here reaches the
-//! library itself.
+//! `CI=true` every case runs, and fails without what it needs.
 //!
 //! | cfg | when |
 //! |---|---|
@@ -10,6 +9,12 @@
 //! | `books_test_pgbouncer` | PgBouncer is installed |
 //! | `books_test_mysql` | `BOOKS_TEST_MYSQL_URL` is set |
 //! | `books_test_mariadb_servers` | MariaDB's server tools are installed (`mariadbd`, `mariadb-install-db`) |
+//! | `books_test_pg_auto_failover` | pg_auto_failover is installed (`pg_autoctl`) |
+//! | `books_test_galera` | the Galera 4 provider is installed (`/usr/lib/galera/libgalera_smm.so`) |
+//! | `books_test_chromium` | Chromium and its WebDriver are installed (`chromium`, `chromedriver`) |
+//!
+//! The build scripts of `books-test-support` and of the server's crate run it: neither is
+//! published, so nothing here reaches a host's build.
 
 use std::path::Path;
 use std::process::Command;
@@ -18,7 +23,7 @@ use std::process::Command;
 pub fn main() {
     println!("cargo::rerun-if-env-changed=CI");
     let ci = std::env::var("CI").is_ok_and(|ci| ci == "true");
-    let gates: [(&str, &dyn Fn() -> bool); 5] = [
+    let gates: [(&str, &dyn Fn() -> bool); 8] = [
         ("books_test_postgres", &|| given("BOOKS_TEST_POSTGRES_URL")),
         ("books_test_pg_cluster", &pg_cluster),
         ("books_test_pgbouncer", &|| {
@@ -28,6 +33,14 @@ pub fn main() {
         ("books_test_mariadb_servers", &|| {
             (installed("mariadbd") || exists(Path::new("/usr/sbin/mariadbd")))
                 && installed("mariadb-install-db")
+        }),
+        ("books_test_pg_auto_failover", &|| installed("pg_autoctl")),
+        ("books_test_galera", &|| {
+            exists(Path::new("/usr/lib/galera/libgalera_smm.so"))
+                || exists(Path::new("/usr/lib/galera-4/libgalera_smm.so"))
+        }),
+        ("books_test_chromium", &|| {
+            installed("chromium") && installed("chromedriver")
         }),
     ];
     for (cfg, here) in gates {

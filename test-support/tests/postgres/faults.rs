@@ -120,14 +120,19 @@ async fn a_database_closing_its_doors_is_503() {
     .execute(&mut admin)
     .await
     .unwrap();
-    // Termination is a signal: wait until the backends are gone.
+    // Termination is a signal: wait (10 s at most) until the backends are gone.
     let gone = format!("SELECT COUNT(*) FROM pg_stat_activity WHERE datname = '{database}'");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while sqlx::query_scalar::<_, i64>(AssertSqlSafe(gone.clone()))
         .fetch_one(&mut admin)
         .await
         .unwrap()
         > 0
     {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "backends of {database} still there 10 s after they were terminated"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     for (way, api) in &apis {
