@@ -29,7 +29,7 @@ pub trait Backend: Engine {}
 pub trait Engine: Driver {
     /// Where the store sends its statements: SQLite's file (a writer and readers),
     /// PostgreSQL's and MariaDB's servers (a primary, replicas).
-    type Servers: Debug + Clone + Send + Sync + 'static;
+    type Servers: ServerSet<Self>;
 
     /// What else the store keeps for this database (PostgreSQL: its pooler mode and push
     /// listener).
@@ -81,16 +81,19 @@ pub trait Engine: Driver {
 
     /// Runs `work` (a whole transaction, safe to send again) within the database's bounds,
     /// sending it again where the database rolled it back whole and says to retry
-    /// (MariaDB's deadlocks and certification conflicts).
+    /// (MariaDB's deadlocks and certification conflicts). By default, once as it is.
     fn retried<T, F, Fut>(
-        store: &SqlStore<Self>,
+        _store: &SqlStore<Self>,
         work: F,
     ) -> impl Future<Output = Result<T, sqlx::Error>> + Send
     where
         T: Send,
         F: Fn() -> Fut + Send + Sync,
         Fut: Future<Output = Result<T, sqlx::Error>> + Send,
-        Self: Backend;
+        Self: Backend,
+    {
+        async move { work().await }
+    }
 
     /// Several books in one statement, in the transaction on `conn`: the rows written (a
     /// book whose author is missing is not written), or `None` where the database has no
@@ -119,19 +122,20 @@ pub trait Engine: Driver {
         schema: Option<&str>,
     ) -> VersionCheck<Self>;
 
-    /// The pool the version check reads through.
-    fn check_pool(servers: &Self::Servers) -> &Pool<Self>;
-
-    /// The pools, for metrics.
-    fn pools(servers: &Self::Servers) -> Vec<PoolState>;
-
     /// The version as the database last pushed it, while that can be trusted.
     fn pushed_version(_extra: &Self::Extra) -> Option<Version> {
         None
     }
+}
+
+/// Where a store sends its statements: its pools.
+pub trait ServerSet<DB: sqlx::Database>: Debug + Clone + Send + Sync + 'static {
+    /// The pool the version check reads through.
+    fn check_pool(&self) -> &Pool<DB>;
+
+    /// The pools, for metrics.
+    fn pools(&self) -> Vec<PoolState>;
 
     /// Closes every pool.
-    fn close(servers: &Self::Servers) -> impl Future<Output = ()> + Send
-    where
-        Self: Backend;
+    fn close(&self) -> impl Future<Output = ()> + Send;
 }

@@ -13,8 +13,8 @@ use crate::backend::Backend;
 use crate::batch::{Created, NewBook};
 use crate::error::OrStoreError;
 use crate::list_sql::ListSql;
-use crate::rows::{StoreRow, page};
-use crate::statement::Arg;
+use crate::rows::{self, StoreRow};
+use crate::statement::{Arg, Statement};
 use crate::store::SqlStore;
 use crate::store_sql::RANGE;
 
@@ -38,10 +38,11 @@ pub(crate) async fn list(
     store: &SqlStore<impl Backend>,
     query: &ListQuery,
 ) -> Result<(BookPage, u64), StoreError> {
-    if !query.is_plain() {
-        return list_filtered(store, query).await;
-    }
     let sql = store.sql();
+    if !query.is_plain() {
+        let list = ListSql::new(sql.dialect, &sql.schema, query);
+        return page_and_tally(store, &list.page, &list.tally, &list.args()).await;
+    }
     // Past the first range, start from the page's range (`book_ranges`).
     let statement = if query.offset < RANGE {
         &sql.list
@@ -52,38 +53,24 @@ pub(crate) async fn list(
         Arg::Int(i64::from(query.limit)),
         Arg::Int(i64::try_from(query.offset).unwrap_or(i64::MAX)),
     ];
-    let rows = store.read(Read::Data, statement, &args).await?;
-    let rows = decoded(rows.iter().map(StoreRow::page).collect())?;
-    let (books, tally) = page(rows);
-    let (total, version) = match tally {
-        Some(tally) => tally,
-        None => {
-            let rows = store.read(Read::Primary, &sql.tally, &[]).await?;
-            let row = first(&rows)?;
-            (decoded(row.int(0))?, decoded(row.int(1))?)
-        }
-    };
-    let page = BookPage {
-        books,
-        total: total as u64,
-    };
-    Ok((page, version as u64))
+    page_and_tally(store, statement, &sql.tally, &args).await
 }
 
-/// A filtered or sorted list ([`ListSql`]).
-async fn list_filtered(
+/// The rows of `page` with the total and version they carry, or for an empty page those
+/// of `tally` (each statement binds the arguments it names).
+async fn page_and_tally(
     store: &SqlStore<impl Backend>,
-    query: &ListQuery,
+    page: &Statement,
+    tally: &Statement,
+    args: &[Arg<'_>],
 ) -> Result<(BookPage, u64), StoreError> {
-    let sql = ListSql::new(store.sql().dialect, &store.sql().schema, query);
-    let args = sql.args();
-    let rows = store.read(Read::Data, &sql.page, &args).await?;
+    let rows = store.read(Read::Data, page, args).await?;
     let rows = decoded(rows.iter().map(StoreRow::page).collect())?;
-    let (books, tally) = page(rows);
-    let (total, version) = match tally {
-        Some(tally) => tally,
+    let (books, tallied) = rows::page(rows);
+    let (total, version) = match tallied {
+        Some(tallied) => tallied,
         None => {
-            let rows = store.read(Read::Primary, &sql.tally, &args).await?;
+            let rows = store.read(Read::Primary, tally, args).await?;
             let row = first(&rows)?;
             (decoded(row.int(0))?, decoded(row.int(1))?)
         }
@@ -102,7 +89,7 @@ pub(crate) async fn get(
     id: i64,
 ) -> Result<(Option<BookRecord>, u64), StoreError> {
     let rows = store
-        .read(Read::Data, &store.sql().get, &[Arg::Int(id)])
+        .read(Read::Data, &store.sql().books.get, &[Arg::Int(id)])
         .await?;
     let row = decoded(first(&rows)?.versioned())?;
     Ok((row.book.map(Into::into), row.version as u64))
@@ -112,7 +99,7 @@ pub(crate) async fn get(
 pub(crate) async fn create(store: &SqlStore<impl Backend>, new: &NewBook) -> Created {
     let book = &new.book;
     let rows = store
-        .write(&store.sql().create, None, &book_args(book, new.now))
+        .write(&store.sql().books.create, None, &book_args(book, new.now))
         .await
         .or_write_error(book.author_id)?;
     Ok(KeyedCreate::Created(decoded(first(&rows)?.book())?.into()))
@@ -135,7 +122,7 @@ pub(crate) async fn key_record(
 ) -> Result<Option<IdempotencyRecord>, StoreError> {
     let args = [Arg::Text(key), Arg::Time(now)];
     let rows = store
-        .read(Read::Primary, &store.sql().key_record, &args)
+        .read(Read::Primary, &store.sql().keys.record, &args)
         .await?;
     rows.first()
         .map(|row| decoded(row.key_record()))
@@ -149,7 +136,9 @@ pub(crate) async fn forget_keys(
     limit: u32,
 ) -> Result<u64, StoreError> {
     let args = [Arg::Time(now), Arg::Int(i64::from(limit))];
-    let rows = store.write(&store.sql().forget_keys, None, &args).await;
+    let rows = store
+        .write(&store.sql().keys.forget_expired, None, &args)
+        .await;
     Ok(rows.or_store_error()?.len() as u64)
 }
 
@@ -184,8 +173,8 @@ pub(crate) async fn update(
     let [title, author, year, now] = book_args(book, now);
     let rows = store
         .write(
-            &sql.update,
-            sql.updated.as_ref(),
+            &sql.books.update,
+            sql.books.updated.as_ref(),
             &[title, author, year, now, Arg::Int(id)],
         )
         .await
@@ -198,7 +187,7 @@ pub(crate) async fn update(
 /// [`BookStore::delete`](books_core::store::BookStore::delete).
 pub(crate) async fn delete(store: &SqlStore<impl Backend>, id: i64) -> Result<bool, StoreError> {
     let rows = store
-        .write(&store.sql().delete, None, &[Arg::Int(id)])
+        .write(&store.sql().books.delete, None, &[Arg::Int(id)])
         .await;
     Ok(!rows.or_store_error()?.is_empty())
 }
@@ -210,7 +199,7 @@ pub(crate) async fn author_exists(
     id: i64,
 ) -> Result<bool, StoreError> {
     let rows = store
-        .read(Read::Primary, &store.sql().author_exists, &[Arg::Int(id)])
+        .read(Read::Primary, &store.sql().authors.exists, &[Arg::Int(id)])
         .await?;
     decoded(first(&rows)?.flag(0))
 }
@@ -221,7 +210,7 @@ pub(crate) async fn add_author(
     name: Option<&str>,
 ) -> Result<i64, StoreError> {
     let rows = store
-        .write(&store.sql().add_author, None, &[Arg::Name(name)])
+        .write(&store.sql().authors.add, None, &[Arg::Name(name)])
         .await;
     decoded(first(&rows.or_store_error()?)?.int(0))
 }
@@ -232,7 +221,7 @@ pub(crate) async fn remove_author(
     id: i64,
 ) -> Result<bool, StoreError> {
     let rows = store
-        .write(&store.sql().remove_author, None, &[Arg::Int(id)])
+        .write(&store.sql().authors.remove, None, &[Arg::Int(id)])
         .await;
     Ok(!rows.or_store_error()?.is_empty())
 }

@@ -122,36 +122,40 @@ impl Statement {
     }
 }
 
-/// The numbers of `text`'s `$N` placeholders, in order.
-fn numbers(text: &str) -> impl Iterator<Item = usize> + '_ {
-    text.match_indices('$').filter_map(|(at, _)| {
+/// Each `$` of `text`: where it is, where its digits end, and its number (`None` for a
+/// `$` without digits).
+fn placeholders(text: &str) -> impl Iterator<Item = (usize, usize, Option<usize>)> + '_ {
+    text.match_indices('$').map(|(at, _)| {
         let digits = text[at + 1..]
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(text.len() - at - 1);
-        text[at + 1..at + 1 + digits].parse().ok()
+        let end = at + 1 + digits;
+        (at, end, text[at + 1..end].parse().ok())
     })
+}
+
+/// The numbers of `text`'s `$N` placeholders, in order.
+fn numbers(text: &str) -> impl Iterator<Item = usize> + '_ {
+    placeholders(text).filter_map(|(_, _, number)| number)
 }
 
 /// `text` with each `$N` as `?`, and which argument each `?` takes.
 fn positional(text: &str) -> (String, Vec<usize>) {
     let mut out = String::with_capacity(text.len());
     let mut binds = Vec::new();
-    let mut rest = text;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        let digits = rest[at + 1..]
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len() - at - 1);
-        match rest[at + 1..at + 1 + digits].parse::<usize>() {
-            Ok(number) if number > 0 => {
+    let mut from = 0;
+    for (at, end, number) in placeholders(text) {
+        out.push_str(&text[from..at]);
+        match number {
+            Some(number) if number > 0 => {
                 out.push('?');
                 binds.push(number - 1);
             }
-            _ => out.push('$'),
+            _ => out.push_str(&text[at..end]),
         }
-        rest = &rest[at + 1 + digits..];
+        from = end;
     }
-    out.push_str(rest);
+    out.push_str(&text[from..]);
     (out, binds)
 }
 
@@ -162,15 +166,11 @@ fn positional(text: &str) -> (String, Vec<usize>) {
 /// Any other argument is an error.
 pub(crate) fn inline(sql: &str, args: &[Arg<'_>], dialect: Dialect) -> Result<String, sqlx::Error> {
     let mut text = String::with_capacity(sql.len() + 16 * args.len());
-    let mut rest = sql;
-    while let Some(at) = rest.find('$') {
-        text.push_str(&rest[..at]);
-        let digits = rest[at + 1..]
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len() - at - 1);
-        let number: usize = rest[at + 1..at + 1 + digits]
-            .parse()
-            .map_err(|_| sqlx::Error::Protocol(format!("a lone `$` in {sql:?}")))?;
+    let mut from = 0;
+    for (at, end, number) in placeholders(sql) {
+        text.push_str(&sql[from..at]);
+        let number =
+            number.ok_or_else(|| sqlx::Error::Protocol(format!("a lone `$` in {sql:?}")))?;
         match number.checked_sub(1).and_then(|index| args.get(index)) {
             Some(Arg::Int(value)) => write!(text, "{value}").expect("writing to a String"),
             Some(Arg::Int4(value)) => write!(text, "{value}").expect("writing to a String"),
@@ -188,9 +188,9 @@ pub(crate) fn inline(sql: &str, args: &[Arg<'_>], dialect: Dialect) -> Result<St
                 )));
             }
         }
-        rest = &rest[at + 1 + digits..];
+        from = end;
     }
-    text.push_str(rest);
+    text.push_str(&sql[from..]);
     Ok(text)
 }
 

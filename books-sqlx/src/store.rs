@@ -7,7 +7,7 @@ use std::sync::Arc;
 use books_core::store::StoreError;
 
 use crate::Error;
-use crate::backend::Backend;
+use crate::backend::{Backend, ServerSet};
 use crate::batch::Creates;
 use crate::check::{Checked, VersionCheck};
 use crate::error::OrStoreError;
@@ -152,9 +152,7 @@ impl<DB: Backend> SqlStore<DB> {
 
     /// The version check's reading (see [`VersionCheck::tallied`]).
     pub(crate) async fn tallied(&self, above: Option<i64>) -> Result<Checked, StoreError> {
-        self.check
-            .tallied(DB::check_pool(&self.servers), above)
-            .await
+        self.check.tallied(self.servers.check_pool(), above).await
     }
 
     /// The embedded migrations, recording into [`MIGRATIONS_TABLE`](crate::MIGRATIONS_TABLE):
@@ -179,8 +177,8 @@ impl<DB: Backend> SqlStore<DB> {
         DB::retried(self, || async {
             let mut tx = DB::begin(self, false).await?;
             let args = [Arg::Int(id), Arg::Name(name)];
-            DB::rows(&mut tx, &sql.upsert_author, &args, persistent).await?;
-            if let Some(follow) = &sql.author_ids_follow {
+            DB::rows(&mut tx, &sql.authors.upsert, &args, persistent).await?;
+            if let Some(follow) = &sql.authors.ids_follow {
                 DB::text_rows(&mut tx, follow.clone()).await?;
             }
             tx.commit().await
@@ -191,12 +189,12 @@ impl<DB: Backend> SqlStore<DB> {
 
     /// Closes every pool the store reads and writes through.
     pub async fn close(&self) {
-        DB::close(&self.servers).await;
+        self.servers.close().await;
     }
 
     /// The store's pools, for metrics: each one's connections open, idle and at most.
     pub fn pools(&self) -> Vec<PoolState> {
-        DB::pools(&self.servers)
+        self.servers.pools()
     }
 }
 

@@ -137,11 +137,24 @@ pub(crate) struct Statements {
     pub(crate) dialect: Dialect,
     /// What goes before each table's name (`""`, or a schema and a dot).
     pub(crate) schema: String,
+    /// A page of the plain list, each row with the total and the version.
     pub(crate) list: Statement,
     /// The list from [`RANGE`] books on.
     pub(crate) deep: Statement,
     /// The total and the version, for an empty page.
     pub(crate) tally: Statement,
+    pub(crate) books: BookStatements,
+    pub(crate) authors: AuthorStatements,
+    pub(crate) keys: KeyStatements,
+    /// A book's row locked for a conditional write, then its author's (on SQLite plain
+    /// reads, in a transaction that holds the database's write lock from its start).
+    pub(crate) locks: [Statement; 2],
+}
+
+/// One book: read, written, deleted.
+#[derive(Debug)]
+pub(crate) struct BookStatements {
+    /// The book, or its absence, and the version.
     pub(crate) get: Statement,
     pub(crate) create: Statement,
     /// PostgreSQL's and MariaDB's create of several books in one statement.
@@ -150,32 +163,35 @@ pub(crate) struct Statements {
     /// MariaDB: the updated book, read in the update's transaction.
     pub(crate) updated: Option<Statement>,
     pub(crate) delete: Statement,
-    pub(crate) author_exists: Statement,
-    pub(crate) add_author: Statement,
-    pub(crate) remove_author: Statement,
-    pub(crate) upsert_author: Statement,
+}
+
+/// Authors: whether one exists, and what hosts, demo data and tests write.
+#[derive(Debug)]
+pub(crate) struct AuthorStatements {
+    pub(crate) exists: Statement,
+    pub(crate) add: Statement,
+    pub(crate) remove: Statement,
+    pub(crate) upsert: Statement,
     /// PostgreSQL: moves the authors' identity past the largest id, after
-    /// [`upsert_author`](Self::upsert_author) (MariaDB's and SQLite's follow by themselves).
-    pub(crate) author_ids_follow: Option<String>,
-    /// An idempotency key's record, unless expired (`$2`: now).
-    pub(crate) key_record: Statement,
+    /// [`upsert`](Self::upsert) (MariaDB's and SQLite's follow by themselves).
+    pub(crate) ids_follow: Option<String>,
+}
+
+/// Idempotency keys' records.
+#[derive(Debug)]
+pub(crate) struct KeyStatements {
+    /// A key's record, unless expired (`$2`: now).
+    pub(crate) record: Statement,
     /// Keeps a key's record (the [`key_args`](crate::queries::key_args)): unless an
     /// unexpired one is there, returning the key if kept (SQLite, PostgreSQL); or
     /// failing as a duplicate if one is there at all (MariaDB: then
-    /// [`forget_key`](Self::forget_key) and keep it again).
-    pub(crate) keep_key: Statement,
+    /// [`forget`](Self::forget) and keep it again).
+    pub(crate) keep: Statement,
     /// MariaDB: forgets the key of [`key_args`](crate::queries::key_args) if it expired
     /// (returning it if forgotten).
-    pub(crate) forget_key: Option<Statement>,
+    pub(crate) forget: Option<Statement>,
     /// Forgets at most `$2` records expired at `$1`.
-    pub(crate) forget_keys: Statement,
-    /// A book's row, locked for a conditional write (its author's name is read apart,
-    /// locked with [`lock_author`](Self::lock_author)); on SQLite a plain read, in a
-    /// transaction that holds the database's write lock from its start.
-    pub(crate) lock_book: Statement,
-    /// An author's name, its row locked against renames until the write commits (on
-    /// SQLite, by the database's write lock).
-    pub(crate) lock_author: Statement,
+    pub(crate) forget_expired: Statement,
 }
 
 impl Statements {
@@ -208,85 +224,93 @@ impl Statements {
             tally: sql(
                 "SELECT CAST(SUM(n) AS {int8}), CAST(SUM(version) AS {int8}) FROM {s}book_count",
             ),
-            // One row whether the book exists or not: the version is read either way.
-            get: sql(select_books!(
-                ", v.version FROM (SELECT CAST(SUM(version) AS {int8}) AS version \
+            books: BookStatements {
+                // One row whether the book exists or not: the version is read either way.
+                get: sql(select_books!(
+                    ", v.version FROM (SELECT CAST(SUM(version) AS {int8}) AS version \
                  FROM {s}book_count) v LEFT JOIN {s}books b ON b.id = $1 \
                  LEFT JOIN {s}authors a ON a.id = b.author_id"
-            )),
-            create: sql(concat!(
-                "INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
+                )),
+                create: sql(concat!(
+                    "INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
                  VALUES ($1, $2, $3, $4, $4) ",
-                returning_book!()
-            )),
-            create_many: if mysql {
-                sql(&format!("{CREATE_MANY_MYSQL}{}", returning_book!()))
-            } else {
-                sql(CREATE_MANY_POSTGRES)
+                    returning_book!()
+                )),
+                create_many: if mysql {
+                    sql(&format!("{CREATE_MANY_MYSQL}{}", returning_book!()))
+                } else {
+                    sql(CREATE_MANY_POSTGRES)
+                },
+                update: if mysql {
+                    sql(update)
+                } else {
+                    sql(&format!("{update}{}", returning_book!()))
+                },
+                updated: mysql.then(|| sql(BOOK_BY_ID)),
+                delete: sql("DELETE FROM {s}books WHERE id = $1 RETURNING id"),
             },
-            update: if mysql {
-                sql(update)
-            } else {
-                sql(&format!("{update}{}", returning_book!()))
-            },
-            updated: mysql.then(|| sql(BOOK_BY_ID)),
-            delete: sql("DELETE FROM {s}books WHERE id = $1 RETURNING id"),
-            author_exists: sql("SELECT EXISTS (SELECT 1 FROM {s}authors WHERE id = $1)"),
-            add_author: sql("INSERT INTO {s}authors (name) VALUES ($1) RETURNING id"),
-            remove_author: sql("DELETE FROM {s}authors WHERE id = $1 RETURNING id"),
-            upsert_author: pick(
-                "INSERT INTO {s}authors (id, name) VALUES ($1, $2) \
+            authors: AuthorStatements {
+                exists: sql("SELECT EXISTS (SELECT 1 FROM {s}authors WHERE id = $1)"),
+                add: sql("INSERT INTO {s}authors (name) VALUES ($1) RETURNING id"),
+                remove: sql("DELETE FROM {s}authors WHERE id = $1 RETURNING id"),
+                upsert: pick(
+                    "INSERT INTO {s}authors (id, name) VALUES ($1, $2) \
                  ON DUPLICATE KEY UPDATE name = VALUES(name)",
-                "INSERT INTO {s}authors (id, name) VALUES ($1, $2) \
+                    "INSERT INTO {s}authors (id, name) VALUES ($1, $2) \
                  ON CONFLICT (id) DO UPDATE SET name = excluded.name",
-            ),
-            key_record: pick(
-                "SELECT fingerprint, status, content_type, location, etag, body \
+                ),
+                ids_follow: (dialect == Dialect::Postgres).then(|| {
+                    format!(
+                        "SELECT setval(pg_get_serial_sequence('{schema}authors', 'id'), \
+                     GREATEST((SELECT MAX(id) FROM {schema}authors), 1))"
+                    )
+                }),
+            },
+            keys: KeyStatements {
+                record: pick(
+                    "SELECT fingerprint, status, content_type, location, etag, body \
                  FROM {s}idempotency_keys WHERE `key` = $1 AND expires_at > $2",
-                "SELECT fingerprint, status, content_type, location, etag, body \
+                    "SELECT fingerprint, status, content_type, location, etag, body \
                  FROM {s}idempotency_keys WHERE key = $1 AND expires_at > $2",
-            ),
-            keep_key: pick(
-                "INSERT INTO {s}idempotency_keys (`key`, fingerprint, status, content_type, \
+                ),
+                keep: pick(
+                    "INSERT INTO {s}idempotency_keys (`key`, fingerprint, status, content_type, \
                  location, etag, body, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                "INSERT INTO {s}idempotency_keys AS k (key, fingerprint, status, content_type, \
+                    "INSERT INTO {s}idempotency_keys AS k (key, fingerprint, status, content_type, \
                  location, etag, body, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
                  ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, \
                  status = excluded.status, content_type = excluded.content_type, \
                  location = excluded.location, etag = excluded.etag, body = excluded.body, \
                  expires_at = excluded.expires_at WHERE k.expires_at <= $9 RETURNING key",
-            ),
-            forget_key: mysql.then(|| {
-                sql(
-                    "DELETE FROM {s}idempotency_keys WHERE `key` = $1 AND expires_at <= $9 \
+                ),
+                forget: mysql.then(|| {
+                    sql(
+                        "DELETE FROM {s}idempotency_keys WHERE `key` = $1 AND expires_at <= $9 \
                      RETURNING `key`",
-                )
-            }),
-            forget_keys: pick(
-                "DELETE FROM {s}idempotency_keys WHERE expires_at <= $1 \
+                    )
+                }),
+                forget_expired: pick(
+                    "DELETE FROM {s}idempotency_keys WHERE expires_at <= $1 \
                  ORDER BY expires_at LIMIT $2 RETURNING `key`",
-                "DELETE FROM {s}idempotency_keys WHERE key IN (SELECT key \
+                    "DELETE FROM {s}idempotency_keys WHERE key IN (SELECT key \
                  FROM {s}idempotency_keys WHERE expires_at <= $1 LIMIT $2) RETURNING key",
-            ),
-            lock_book: sql(&format!(
-                "SELECT id, title, year, author_id, {} AS author_name, created_at, \
+                ),
+            },
+            locks: [
+                sql(&format!(
+                    "SELECT id, title, year, author_id, {} AS author_name, created_at, \
                  updated_at FROM {{s}}books WHERE id = $1{}",
-                if mysql { "NULL" } else { "CAST(NULL AS TEXT)" },
-                locking(" FOR UPDATE"),
-            )),
-            lock_author: sql(&format!(
-                "SELECT name FROM {{s}}authors WHERE id = $1{}",
-                match dialect {
-                    Dialect::MySql => " LOCK IN SHARE MODE",
-                    _ => locking(" FOR SHARE"),
-                }
-            )),
-            author_ids_follow: (dialect == Dialect::Postgres).then(|| {
-                format!(
-                    "SELECT setval(pg_get_serial_sequence('{schema}authors', 'id'), \
-                     GREATEST((SELECT MAX(id) FROM {schema}authors), 1))"
-                )
-            }),
+                    if mysql { "NULL" } else { "CAST(NULL AS TEXT)" },
+                    locking(" FOR UPDATE"),
+                )),
+                sql(&format!(
+                    "SELECT name FROM {{s}}authors WHERE id = $1{}",
+                    match dialect {
+                        Dialect::MySql => " LOCK IN SHARE MODE",
+                        _ => locking(" FOR SHARE"),
+                    }
+                )),
+            ],
         }
     }
 }
@@ -306,7 +330,7 @@ mod tests {
                 "AS BIGINT"
             };
             assert!(sql.tally.text.as_str().contains(cast), "{dialect:?}");
-            assert!(!sql.get.text.as_str().contains('{'), "{dialect:?}");
+            assert!(!sql.books.get.text.as_str().contains('{'), "{dialect:?}");
         }
     }
 }

@@ -123,7 +123,7 @@ impl<DB: Backend> ConditionalWrites for SqlStore<DB> {
     ) -> Result<Conditional<Option<BookRecord>>, StoreError> {
         let [title, author, year, now] = book_args(book, now);
         let args = [title, author, year, now, Arg::Int(id)];
-        let write = (&self.sql.update, self.sql.updated.as_ref());
+        let write = (&self.sql.books.update, self.sql.books.updated.as_ref());
         let written = self.guarded(id, precondition, write, &args).await;
         Ok(match written.or_write_error(book.author_id)? {
             Conditional::Done(Some(rows)) => {
@@ -142,7 +142,7 @@ impl<DB: Backend> ConditionalWrites for SqlStore<DB> {
     ) -> Result<Conditional<bool>, StoreError> {
         let args = [Arg::Int(id)];
         let written = self
-            .guarded(id, precondition, (&self.sql.delete, None), &args)
+            .guarded(id, precondition, (&self.sql.books.delete, None), &args)
             .await;
         Ok(match written.or_store_error()? {
             Conditional::Done(rows) => Conditional::Done(rows.is_some_and(|rows| !rows.is_empty())),

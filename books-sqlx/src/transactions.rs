@@ -21,7 +21,7 @@ pub(crate) async fn insert_in<DB: Driver>(
     new: &NewBook,
 ) -> Result<Created, sqlx::Error> {
     let args = book_args(&new.book, new.now);
-    let rows = match DB::rows(&mut *conn, &sql.create, &args, persistent).await {
+    let rows = match DB::rows(&mut *conn, &sql.books.create, &args, persistent).await {
         Ok(rows) => rows,
         Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation() => {
             return Ok(Err(StoreError::AuthorNotFound(new.book.author_id)));
@@ -53,19 +53,19 @@ pub(crate) async fn keep_key<DB: Driver>(
     };
     let answer = (key.answer)(book);
     let args = key_args(key, &answer, new.now);
-    let Some(forget) = &sql.forget_key else {
-        let kept = DB::rows(&mut *conn, &sql.keep_key, &args, persistent).await?;
+    let Some(forget) = &sql.keys.forget else {
+        let kept = DB::rows(&mut *conn, &sql.keys.keep, &args, persistent).await?;
         return Ok(!kept.is_empty());
     };
     // MariaDB: keep it; if one is there, forget it if it expired and keep again.
-    match DB::rows(&mut *conn, &sql.keep_key, &args, persistent).await {
+    match DB::rows(&mut *conn, &sql.keys.keep, &args, persistent).await {
         Ok(_) => Ok(true),
         Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
             let forgotten = !DB::rows(&mut *conn, forget, &args, persistent)
                 .await?
                 .is_empty();
             if forgotten {
-                DB::rows(&mut *conn, &sql.keep_key, &args, persistent).await?;
+                DB::rows(&mut *conn, &sql.keys.keep, &args, persistent).await?;
             }
             Ok(forgotten)
         }
@@ -109,14 +109,14 @@ pub(crate) async fn locked<DB: Driver>(
     id: i64,
 ) -> Result<Option<BookRecord>, sqlx::Error> {
     let args = [Arg::Int(id)];
-    let rows = DB::rows(&mut *conn, &sql.lock_book, &args, persistent).await?;
+    let rows = DB::rows(&mut *conn, &sql.locks[0], &args, persistent).await?;
     let Some(row) = rows.first() else {
         return Ok(None);
     };
     let mut book: BookRecord = row.book()?.into();
     if let Some(author) = book.author_id {
         let args = [Arg::Int(author)];
-        let rows = DB::rows(&mut *conn, &sql.lock_author, &args, persistent).await?;
+        let rows = DB::rows(&mut *conn, &sql.locks[1], &args, persistent).await?;
         book.author_name = rows.first().map(|row| row.name(0)).transpose()?.flatten();
     }
     Ok(Some(book))

@@ -10,7 +10,7 @@ use metrics::counter;
 use serde_json::json;
 use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlConnection, MySqlPoolOptions, MySqlRow};
 use sqlx::pool::PoolOptions;
-use sqlx::{AssertSqlSafe, Executor, Pool, Transaction};
+use sqlx::{AssertSqlSafe, Executor, Transaction};
 
 use crate::backend::{Backend, Engine};
 use crate::batch::NewBook;
@@ -20,7 +20,7 @@ use crate::error::{OrStoreError, is_deadlock};
 use crate::queries::Read;
 use crate::servers::{Networked, Servers, base_pool_options};
 use crate::statement::{Arg, Dialect, Statement};
-use crate::store::{PoolState, SqlStore, checked_name};
+use crate::store::{SqlStore, checked_name};
 use crate::{ACQUIRE_TIMEOUT, Error, STATEMENT_TIMEOUT, migrate};
 
 /// A MariaDB store (10.6 or later; feature `mysql`). Cloning is cheap (the pool is shared).
@@ -135,7 +135,13 @@ impl Engine for MySql {
             })
             .collect();
         let json = serde_json::Value::Array(books).to_string();
-        let rows = MySql::rows(conn, &store.sql.create_many, &[Arg::Text(&json)], true).await?;
+        let rows = MySql::rows(
+            conn,
+            &store.sql.books.create_many,
+            &[Arg::Text(&json)],
+            true,
+        )
+        .await?;
         Ok(Some(rows))
     }
 
@@ -172,18 +178,6 @@ impl Engine for MySql {
     ) -> VersionCheck<MySql> {
         let database = schema.map_or("NULL".to_owned(), |name| format!("'{name}'"));
         VersionCheck::new(Dialect::MySql, prefix, &database, None, servers.own)
-    }
-
-    fn check_pool(servers: &Servers<MySql>) -> &Pool<MySql> {
-        &servers.pool
-    }
-
-    fn pools(servers: &Servers<MySql>) -> Vec<PoolState> {
-        servers.pools()
-    }
-
-    async fn close(servers: &Servers<MySql>) {
-        servers.pool.close().await;
     }
 }
 

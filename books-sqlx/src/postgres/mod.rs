@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use books_core::store::{StoreError, Version};
 use sqlx::pool::PoolOptions;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions, Postgres};
-use sqlx::{AssertSqlSafe, Pool, Transaction};
+use sqlx::{AssertSqlSafe, Transaction};
 
 use self::push::{Notify, Push};
 use self::session::{Session, session_settings};
@@ -24,7 +24,7 @@ use crate::error::OrStoreError;
 use crate::queries::Read;
 use crate::servers::{Networked, Servers, base_pool_options};
 use crate::statement::{Arg, Dialect, Statement};
-use crate::store::{PoolState, SqlStore, checked_name};
+use crate::store::{SqlStore, checked_name};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
 /// A PostgreSQL store (feature `postgres`). Cloning is cheap (the pools are shared).
@@ -79,7 +79,10 @@ impl Engine for Postgres {
     ) -> Result<Vec<sqlx::postgres::PgRow>, StoreError> {
         let (session, pool) = (store.extra.session, &store.servers.pool);
         Servers::read(store, to, statement, args, || async {
-            session.read(pool, statement, args).await.or_store_error()
+            session
+                .run(pool, statement, args, true)
+                .await
+                .or_store_error()
         })
         .await
     }
@@ -90,11 +93,8 @@ impl Engine for Postgres {
         _then: Option<&Statement>,
         args: &[Arg<'_>],
     ) -> Result<Vec<sqlx::postgres::PgRow>, sqlx::Error> {
-        store
-            .extra
-            .session
-            .write(&store.servers.pool, statement, args)
-            .await
+        let pool = &store.servers.pool;
+        store.extra.session.run(pool, statement, args, false).await
     }
 
     async fn begin(
@@ -127,7 +127,7 @@ impl Engine for Postgres {
             years.push(new.book.year);
             times.push(new.now);
         }
-        let rows = sqlx::query(store.sql.create_many.text.clone())
+        let rows = sqlx::query(store.sql.books.create_many.text.clone())
             .persistent(store.persistent())
             .bind(titles)
             .bind(authors)
@@ -176,20 +176,8 @@ impl Engine for Postgres {
         VersionCheck::new(Dialect::Postgres, prefix, "", simple, servers.own)
     }
 
-    fn check_pool(servers: &Servers<Postgres>) -> &Pool<Postgres> {
-        &servers.pool
-    }
-
     fn pushed_version(extra: &PgExtra) -> Option<Version> {
         extra.push.as_ref().and_then(|push| push.known())
-    }
-
-    fn pools(servers: &Servers<Postgres>) -> Vec<PoolState> {
-        servers.pools()
-    }
-
-    async fn close(servers: &Servers<Postgres>) {
-        servers.pool.close().await;
     }
 }
 

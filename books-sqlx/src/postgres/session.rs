@@ -59,34 +59,22 @@ impl Session {
         !self.pooler
     }
 
-    /// Runs a read (behind a pooler: in one message when its arguments are integers,
-    /// else in a transaction of its own).
-    pub(crate) async fn read(
+    /// Runs a statement: directly, prepared and kept; behind a pooler, a `read` in one
+    /// message when its arguments can be written in, anything else in a transaction of
+    /// its own.
+    pub(crate) async fn run(
         self,
         pool: &PgPool,
         statement: &Statement,
         args: &[Arg<'_>],
+        read: bool,
     ) -> Result<Vec<PgRow>, sqlx::Error> {
         if !self.pooler {
             return statement.query(args).fetch_all(pool).await;
         }
-        let Ok(inlined) = statement.inline(args) else {
-            // An argument that cannot be written in: an unnamed statement in a transaction.
-            return self.write(pool, statement, args).await;
-        };
-        let text = format!("{}; {inlined}", local_settings());
-        bounded(sqlx::raw_sql(AssertSqlSafe(text)).fetch_all(pool)).await
-    }
-
-    /// Runs a write, in a transaction of its own behind a pooler.
-    pub(crate) async fn write(
-        self,
-        pool: &PgPool,
-        statement: &Statement,
-        args: &[Arg<'_>],
-    ) -> Result<Vec<PgRow>, sqlx::Error> {
-        if !self.pooler {
-            return statement.query(args).fetch_all(pool).await;
+        if let (true, Ok(inlined)) = (read, statement.inline(args)) {
+            let text = format!("{}; {inlined}", local_settings());
+            return bounded(sqlx::raw_sql(AssertSqlSafe(text)).fetch_all(pool)).await;
         }
         bounded(async {
             let mut tx = self.begin(pool).await?;

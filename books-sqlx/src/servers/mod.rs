@@ -13,7 +13,7 @@ use sqlx::pool::PoolOptions;
 use sqlx::{Connection, Pool};
 
 use self::replicas::{DEFAULT_WAIT, ReplicaState, Replicas, Standby};
-use crate::backend::Backend;
+use crate::backend::{Backend, ServerSet};
 use crate::check::OnConnection;
 use crate::driver::Driver;
 use crate::error::OrStoreError;
@@ -119,9 +119,19 @@ impl<DB: Networked> Servers<DB> {
             Err(_) => primary().await,
         }
     }
+}
+
+impl<DB: Networked> ServerSet<DB> for Servers<DB> {
+    fn check_pool(&self) -> &Pool<DB> {
+        &self.pool
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
 
     /// The primary's pool, its replicas' pools, as metrics show them.
-    pub(crate) fn pools(&self) -> Vec<PoolState> {
+    fn pools(&self) -> Vec<PoolState> {
         let mut pools = vec![PoolState::of(DB::POOL_NAME.to_owned(), &self.pool)];
         for (pool, state) in self.replica_pools().iter().zip(self.replica_states()) {
             let name = format!("{}_replica:{}", DB::POOL_NAME, state.replica);
@@ -129,7 +139,9 @@ impl<DB: Networked> Servers<DB> {
         }
         pools
     }
+}
 
+impl<DB: Networked> Servers<DB> {
     fn replica_pools(&self) -> Vec<Pool<DB>> {
         self.replicas
             .as_ref()

@@ -10,7 +10,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{Pool, Transaction};
 
-use crate::backend::{Backend, Engine};
+use crate::backend::{Backend, Engine, ServerSet};
 use crate::batch::NewBook;
 use crate::check::VersionCheck;
 use crate::driver::Driver;
@@ -44,6 +44,24 @@ pub struct Files {
 }
 
 impl Backend for Sqlite {}
+
+impl ServerSet<Sqlite> for Files {
+    fn check_pool(&self) -> &Pool<Sqlite> {
+        &self.readers
+    }
+
+    fn pools(&self) -> Vec<PoolState> {
+        vec![
+            PoolState::of("sqlite_readers".into(), &self.readers),
+            PoolState::of("sqlite_writer".into(), &self.writer),
+        ]
+    }
+
+    async fn close(&self) {
+        self.writer.close().await;
+        self.readers.close().await;
+    }
+}
 
 impl Engine for Sqlite {
     type Servers = Files;
@@ -87,15 +105,6 @@ impl Engine for Sqlite {
         }
     }
 
-    async fn retried<T, F, Fut>(_store: &SqliteStore, work: F) -> Result<T, sqlx::Error>
-    where
-        T: Send,
-        F: Fn() -> Fut + Send + Sync,
-        Fut: Future<Output = Result<T, sqlx::Error>> + Send,
-    {
-        work().await
-    }
-
     /// One insert each, in the batch's transaction: cheap on the one writer.
     async fn insert_many(
         _store: &SqliteStore,
@@ -117,22 +126,6 @@ impl Engine for Sqlite {
         _schema: Option<&str>,
     ) -> VersionCheck<Sqlite> {
         VersionCheck::new(Dialect::Sqlite, prefix, "", None, files.own)
-    }
-
-    fn check_pool(files: &Files) -> &Pool<Sqlite> {
-        &files.readers
-    }
-
-    fn pools(files: &Files) -> Vec<PoolState> {
-        vec![
-            PoolState::of("sqlite_readers".into(), &files.readers),
-            PoolState::of("sqlite_writer".into(), &files.writer),
-        ]
-    }
-
-    async fn close(files: &Files) {
-        files.writer.close().await;
-        files.readers.close().await;
     }
 }
 
