@@ -74,6 +74,7 @@ mod version_triggers;
 pub use any::{AnyStore, StoreSettings};
 pub use backend::Backend;
 pub use error::{Error, is_unavailable, store_error};
+pub use list_sql::{BookColumns, ListClauses, ListValue};
 pub use migrate::MIGRATIONS_TABLE;
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]

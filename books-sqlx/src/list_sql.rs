@@ -1,47 +1,127 @@
 //! The SQL of a filtered or sorted list, written once for every database from a
-//! [`ListQuery`]: its `WHERE` and `ORDER BY`, every value a bound parameter (nothing a
-//! client sends is ever written into the text). The page and its total come from one
-//! statement, so from one snapshot (a sort alone takes the total the triggers keep); the
-//! sort's keys, then the id ascending, order both the ids of the page (a deferred join:
-//! the offset walks the keys' index) and the page.
+//! [`ListQuery`]: its `WHERE` and `ORDER BY` ([`ListClauses`], public, over any table's
+//! columns), every value a bound parameter (nothing a client sends is ever written into
+//! the text); and the store's own page and tally statements around them ([`ListSql`]).
+//! The page and its total come from one statement, so from one snapshot (a sort alone
+//! takes the total the triggers keep); the sort's keys, then the id ascending, order both
+//! the ids of the page (a deferred join: the offset walks the keys' index) and the page.
 
 use books_core::store::{ListQuery, SortField, fold_title};
 
 use crate::statement::{Arg, Dialect, Statement};
 
-/// PostgreSQL's ASCII-only lowering of a title (its `lower()` lowers every letter): the
-/// expression its title indexes are built on.
-pub(crate) const FOLD_POSTGRES: &str =
-    "translate(b.title, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')";
+/// PostgreSQL's ASCII-only lowering of a text (its `lower()` lowers every letter).
+const FOLD_POSTGRES: &str =
+    "translate({}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')";
 
-/// A value the statements bind.
-#[derive(Debug, Clone)]
-enum Value {
+/// The columns of a books table, as SQL expressions (`t.item_no`, `label`): what a list's
+/// filter and sort are written over.
+#[derive(Debug, Clone, Copy)]
+pub struct BookColumns<'a> {
+    /// The id (ties are broken by it, ascending).
+    pub id: &'a str,
+    /// The title.
+    pub title: &'a str,
+    /// The publication year.
+    pub year: &'a str,
+    /// The author's id.
+    pub author_id: &'a str,
+    /// When the book was created.
+    pub created_at: &'a str,
+    /// When the book was last written.
+    pub updated_at: &'a str,
+    /// A column holding the title with ASCII letters lowered (MariaDB: a stored generated
+    /// column with an index, as this crate's own table has), if there is one; without it
+    /// the title is lowered in the statement.
+    pub folded_title: Option<&'a str>,
+}
+
+impl BookColumns<'static> {
+    /// This crate's own books table, aliased `b`.
+    const OURS: Self = Self {
+        id: "b.id",
+        title: "b.title",
+        year: "b.year",
+        author_id: "b.author_id",
+        created_at: "b.created_at",
+        updated_at: "b.updated_at",
+        folded_title: None,
+    };
+}
+
+/// A value [`ListClauses`] binds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ListValue {
+    /// An author id.
     Int(i64),
-    Int4(i32),
+    /// A year.
+    Year(i32),
+    /// A title pattern.
     Text(String),
 }
 
-/// A filtered or sorted list's statements and their arguments.
-#[derive(Debug)]
-pub(crate) struct ListSql {
-    /// The page, each row with the list's total and the store's version.
-    pub(crate) page: Statement,
-    /// The total and the version alone, for an empty page.
-    pub(crate) tally: Statement,
-    values: Vec<Value>,
+/// A list query's filter and sort as SQL over a table's [`BookColumns`], for a store over
+/// a host's own tables: a condition for its `WHERE` and the keys of its `ORDER BY`,
+/// every value a numbered parameter (`$N` from the first number given: PostgreSQL and
+/// SQLite take them as they are; on MariaDB, bind [`values`](Self::values) in the order
+/// the numbers appear, or write `?` for each). Titles are compared as the contract says
+/// ([`fold_title`]: ASCII letters case-insensitively, everything else exactly, `%` and `_`
+/// as themselves).
+///
+/// ```
+/// use books_core::store::{ListFilter, ListQuery, SortField, SortKey};
+/// use books_sqlx::{BookColumns, Dialect, ListClauses, ListValue};
+///
+/// let mut filter = ListFilter::default();
+/// filter.author_ids = vec![3, 5];
+/// let query = ListQuery::new(0, 20)
+///     .with_filter(filter)
+///     .with_sort(vec![SortKey { field: SortField::Year, descending: true }]);
+/// let columns = BookColumns {
+///     id: "t.title_code", title: "t.heading", year: "t.released", author_id: "t.penned_by",
+///     created_at: "t.inserted_at", updated_at: "t.touched_at", folded_title: None,
+/// };
+/// let clauses = ListClauses::new(Dialect::Postgres, &columns, &query, 3);
+/// assert_eq!(clauses.condition.as_deref(), Some("t.penned_by IN ($3, $4)"));
+/// assert_eq!(clauses.order, "t.released DESC, t.title_code");
+/// assert_eq!(clauses.values, [ListValue::Int(3), ListValue::Int(5)]);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ListClauses {
+    /// What the filter keeps (`None`: every book).
+    pub condition: Option<String>,
+    /// The sort's keys, then the id ascending.
+    pub order: String,
+    /// The values of the parameters, the first one numbered as asked.
+    pub values: Vec<ListValue>,
 }
 
-impl ListSql {
-    /// The statements for `query` over the tables behind `schema`.
-    pub(crate) fn new(dialect: Dialect, schema: &str, query: &ListQuery) -> Self {
-        let mut values = vec![
-            Value::Int(i64::from(query.limit)),
-            Value::Int(i64::try_from(query.offset).unwrap_or(i64::MAX)),
-        ];
-        let mut bind = |value: Value| {
+impl ListClauses {
+    /// The clauses for `query` over `columns`, its parameters numbered from `first`.
+    pub fn new(
+        dialect: Dialect,
+        columns: &BookColumns<'_>,
+        query: &ListQuery,
+        first: usize,
+    ) -> Self {
+        Self::written(dialect, columns, query, first, None)
+    }
+
+    /// The clauses, a title filtered through `trigrams` (SQLite's FTS5 table of this
+    /// crate's migration) where given.
+    fn written(
+        dialect: Dialect,
+        columns: &BookColumns<'_>,
+        query: &ListQuery,
+        first: usize,
+        trigrams: Option<&str>,
+    ) -> Self {
+        let mut values = Vec::new();
+        let mut bind = |value: ListValue| {
             values.push(value);
-            format!("${}", values.len())
+            format!("${}", first + values.len() - 1)
         };
         let mut conditions = Vec::new();
         let filter = &query.filter;
@@ -49,25 +129,26 @@ impl ListSql {
             let ids: Vec<String> = filter
                 .author_ids
                 .iter()
-                .map(|&id| bind(Value::Int(id)))
+                .map(|&id| bind(ListValue::Int(id)))
                 .collect();
-            conditions.push(format!("b.author_id IN ({})", ids.join(", ")));
+            conditions.push(format!("{} IN ({})", columns.author_id, ids.join(", ")));
         }
         if !filter.years.is_empty() {
+            let year = columns.year;
             let ranges: Vec<String> = filter
                 .years
                 .iter()
                 .map(|range| match (range.from, range.to) {
                     (Some(from), Some(to)) if from == to => {
-                        format!("b.year = {}", bind(Value::Int4(from)))
+                        format!("{year} = {}", bind(ListValue::Year(from)))
                     }
                     (Some(from), Some(to)) => format!(
-                        "b.year BETWEEN {} AND {}",
-                        bind(Value::Int4(from)),
-                        bind(Value::Int4(to))
+                        "{year} BETWEEN {} AND {}",
+                        bind(ListValue::Year(from)),
+                        bind(ListValue::Year(to))
                     ),
-                    (Some(from), None) => format!("b.year >= {}", bind(Value::Int4(from))),
-                    (None, Some(to)) => format!("b.year <= {}", bind(Value::Int4(to))),
+                    (Some(from), None) => format!("{year} >= {}", bind(ListValue::Year(from))),
+                    (None, Some(to)) => format!("{year} <= {}", bind(ListValue::Year(to))),
                     (None, None) => "TRUE".to_owned(),
                 })
                 .collect();
@@ -75,50 +156,120 @@ impl ListSql {
         }
         if let Some(title) = &filter.title {
             let folded = fold_title(title);
-            let trigrams = title.chars().count() >= 3;
-            conditions.push(match dialect {
+            let column = columns.title;
+            conditions.push(match (dialect, trigrams) {
                 // Books the trigram index finds, each checked (it folds case more widely).
-                Dialect::Sqlite if trigrams => format!(
-                    "b.id IN (SELECT rowid FROM {{s}}books_title_trigrams \
-                     WHERE books_title_trigrams MATCH {}) AND instr(lower(b.title), {}) > 0",
-                    bind(Value::Text(format!("\"{}\"", title.replace('"', "\"\"")))),
-                    bind(Value::Text(folded))
+                (Dialect::Sqlite, Some(trigrams)) if title.chars().count() >= 3 => format!(
+                    "{} IN (SELECT rowid FROM {trigrams} WHERE {trigrams} MATCH {}) \
+                     AND instr(lower({column}), {}) > 0",
+                    columns.id,
+                    bind(ListValue::Text(format!(
+                        "\"{}\"",
+                        title.replace('"', "\"\"")
+                    ))),
+                    bind(ListValue::Text(folded))
                 ),
-                Dialect::Sqlite => {
-                    format!("instr(lower(b.title), {}) > 0", bind(Value::Text(folded)))
+                (Dialect::Sqlite, _) => {
+                    format!(
+                        "instr(lower({column}), {}) > 0",
+                        bind(ListValue::Text(folded))
+                    )
                 }
-                Dialect::Postgres => format!(
-                    "{FOLD_POSTGRES} LIKE {}",
-                    bind(Value::Text(format!("%{}%", escape_like(&folded))))
+                (Dialect::Postgres, _) => format!(
+                    "{} LIKE {}",
+                    FOLD_POSTGRES.replace("{}", column),
+                    bind(ListValue::Text(format!("%{}%", escape_like(&folded))))
                 ),
-                Dialect::MySql => format!("LOCATE({}, b.title_key) > 0", bind(Value::Text(folded))),
+                (Dialect::MySql, _) => format!(
+                    "LOCATE({}, {}) > 0",
+                    bind(ListValue::Text(folded)),
+                    folded_mysql(columns)
+                ),
             });
         }
-        let filtered = if conditions.is_empty() {
-            String::new()
-        } else {
-            format!(" WHERE {}", conditions.join(" AND "))
-        };
         let mut order: Vec<String> = query
             .sort
             .iter()
             .map(|key| {
                 let column = match key.field {
-                    SortField::Id => "b.id",
-                    SortField::Title => title_order(dialect),
-                    SortField::Year => "b.year",
-                    SortField::CreatedAt => "b.created_at",
-                    SortField::UpdatedAt => "b.updated_at",
+                    SortField::Id => columns.id.to_owned(),
+                    SortField::Title => title_order(dialect, columns),
+                    SortField::Year => columns.year.to_owned(),
+                    SortField::CreatedAt => columns.created_at.to_owned(),
+                    SortField::UpdatedAt => columns.updated_at.to_owned(),
                 };
                 format!("{column}{}", if key.descending { " DESC" } else { "" })
             })
             .collect();
         if !query.sort.iter().any(|key| key.field == SortField::Id) {
-            order.push("b.id".to_owned());
+            order.push(columns.id.to_owned());
         }
-        let order = order.join(", ");
+        Self {
+            condition: (!conditions.is_empty()).then(|| conditions.join(" AND ")),
+            order: order.join(", "),
+            values,
+        }
+    }
+}
+
+/// What a title sorts by: ASCII letters lowered, then by code point.
+fn title_order(dialect: Dialect, columns: &BookColumns<'_>) -> String {
+    match dialect {
+        // SQLite's `lower()` lowers ASCII only; its default collation compares bytes.
+        Dialect::Sqlite => format!("lower({})", columns.title),
+        Dialect::Postgres => format!(
+            "{} COLLATE \"C\"",
+            FOLD_POSTGRES.replace("{}", columns.title)
+        ),
+        // In a binary collation.
+        Dialect::MySql => match columns.folded_title {
+            Some(folded) => folded.to_owned(),
+            None => format!("{} COLLATE utf8mb4_bin", folded_mysql(columns)),
+        },
+    }
+}
+
+/// MariaDB's title with ASCII letters lowered (its `LOWER()` lowers every letter): the
+/// folded column, or 26 `REPLACE`s.
+fn folded_mysql(columns: &BookColumns<'_>) -> String {
+    if let Some(folded) = columns.folded_title {
+        return folded.to_owned();
+    }
+    ('A'..='Z').fold(columns.title.to_owned(), |text, upper| {
+        format!(
+            "REPLACE({text}, '{upper}', '{}')",
+            upper.to_ascii_lowercase()
+        )
+    })
+}
+
+/// The store's own filtered or sorted list: its statements and their arguments.
+#[derive(Debug)]
+pub(crate) struct ListSql {
+    /// The page, each row with the list's total and the store's version.
+    pub(crate) page: Statement,
+    /// The total and the version alone, for an empty page.
+    pub(crate) tally: Statement,
+    values: Vec<ListValue>,
+}
+
+impl ListSql {
+    /// The statements for `query` over the store's tables behind `schema`.
+    pub(crate) fn new(dialect: Dialect, schema: &str, query: &ListQuery) -> Self {
+        let columns = BookColumns {
+            folded_title: (dialect == Dialect::MySql).then_some("b.title_key"),
+            ..BookColumns::OURS
+        };
+        let trigrams = format!("{schema}books_title_trigrams");
+        let clauses = ListClauses::written(dialect, &columns, query, 3, Some(&trigrams));
+        let filtered = clauses
+            .condition
+            .as_ref()
+            .map(|condition| format!(" WHERE {condition}"))
+            .unwrap_or_default();
+        let order = &clauses.order;
         // A sort alone keeps every book: the count the triggers keep, not a scan.
-        let total = if conditions.is_empty() {
+        let total = if filtered.is_empty() {
             "(SELECT CAST(SUM(n) AS {int8}) FROM {s}book_count)".to_owned()
         } else {
             format!("(SELECT COUNT(*) FROM {{s}}books b{filtered})")
@@ -149,9 +300,14 @@ impl ListSql {
         );
         // A plan for any pattern walks every book in id order (the trigram index is
         // worth it only for a pattern the planner sees).
-        if filter.title.is_some() && dialect == Dialect::Postgres {
+        if query.filter.title.is_some() && dialect == Dialect::Postgres {
             (page, tally) = (page.planned_per_run(), tally.planned_per_run());
         }
+        let mut values = vec![
+            ListValue::Int(i64::from(query.limit)),
+            ListValue::Int(i64::try_from(query.offset).unwrap_or(i64::MAX)),
+        ];
+        values.extend(clauses.values);
         Self {
             page,
             tally,
@@ -164,25 +320,11 @@ impl ListSql {
         self.values
             .iter()
             .map(|value| match value {
-                Value::Int(n) => Arg::Int(*n),
-                Value::Int4(n) => Arg::Int4(*n),
-                Value::Text(text) => Arg::Text(text),
+                ListValue::Int(n) => Arg::Int(*n),
+                ListValue::Year(n) => Arg::Int4(*n),
+                ListValue::Text(text) => Arg::Text(text),
             })
             .collect()
-    }
-}
-
-/// What a title sorts by: ASCII letters lowered, then by code point.
-fn title_order(dialect: Dialect) -> &'static str {
-    match dialect {
-        // SQLite's `lower()` lowers ASCII only; its default collation compares bytes.
-        Dialect::Sqlite => "lower(b.title)",
-        Dialect::Postgres => {
-            "translate(b.title, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz') \
-             COLLATE \"C\""
-        }
-        // A stored column of the migration's, in a binary collation.
-        Dialect::MySql => "b.title_key",
     }
 }
 
@@ -231,6 +373,13 @@ mod tests {
             // SQLite binds the title twice: the trigram match and the check.
             let bound = if dialect == Dialect::Sqlite { 8 } else { 7 };
             assert_eq!(sql.args().len(), bound, "{dialect:?}");
+            let host = BookColumns::OURS;
+            let clauses = ListClauses::new(dialect, &host, &query, 1);
+            let condition = clauses.condition.unwrap();
+            assert!(
+                !condition.contains("DROP") && !condition.contains("2020"),
+                "{condition}"
+            );
         }
         let sql = ListSql::new(Dialect::Postgres, "", &query);
         assert!(matches!(sql.args()[6], Arg::Text(t) if t == "%robert'); drop table books; --%"));
@@ -251,6 +400,20 @@ mod tests {
             let sql = ListSql::new(dialect, "", &filtered);
             assert!(sql.page.text.as_str().contains("COUNT(*)"), "{dialect:?}");
         }
+    }
+
+    #[test]
+    fn a_host_without_a_folded_column_folds_in_the_statement() {
+        let mut filter = ListFilter::default();
+        filter.title = Some("Dune".into());
+        let query = ListQuery::new(0, 20).with_filter(filter);
+        let clauses = ListClauses::new(Dialect::MySql, &BookColumns::OURS, &query, 1);
+        let condition = clauses.condition.unwrap();
+        assert!(
+            condition.contains("REPLACE(b.title, 'A', 'a')"),
+            "{condition}"
+        );
+        assert_eq!(clauses.values, [ListValue::Text("dune".into())]);
     }
 
     #[test]

@@ -107,7 +107,7 @@ impl<DB: Backend> VersionTally for SqlStore<DB> {
 }
 
 /// Filtered and sorted in one statement per page, the total in the same snapshot
-/// ([`ListSql`](crate::ListSql)).
+/// ([`ListClauses`](crate::ListClauses)).
 impl<DB: Backend> ListQueries for SqlStore<DB> {}
 
 /// Checked and written in one transaction that holds the book's row (and its author's),
