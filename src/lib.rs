@@ -1,7 +1,7 @@
-//! The books API server: the HTTP/1.1 and HTTP/2 connection loop ([`serve`]) with
-//! timeouts, request ids and load shedding, CORS ([`Cors`]) and per-client rate limits
-//! ([`RateLimit`]), together the [`ClientPolicy`]; the operator endpoints ([`Operations`]: `/livez`, `/readyz`,
-//! `/metrics`); the command line ([`Options`]); and the store a URL names ([`Store`]). The binary (`cargo run --release`) puts them together; the
+//! The books API server: books-hyper's serve loop (re-exported here: [`serve`],
+//! [`Limits`], [`ClientPolicy`], [`Operations`] …) over the store a URL names
+//! ([`Store`]), configured by the command line ([`Options`]), with a Prometheus exporter
+//! ([`install_metrics`]). The binary (`cargo run --release`) puts them together; the
 //! repository's README covers running, embedding and configuring it.
 
 /// The README's examples, compiled and run as doc tests (kept out of the rendered docs,
@@ -20,20 +20,16 @@ pub struct EmbeddingDoctests;
 #[doc = include_str!("../docs/stores.md")]
 pub struct StoresDoctests;
 
-mod cors;
-mod handler;
-mod ops;
+mod metrics;
 mod options;
-mod rate_limit;
-mod response;
-mod serve;
 mod store;
 
-pub use cors::{Cors, InvalidOrigin};
-pub use ops::{LIVEZ, METRICS, Operations, READYZ, install_metrics, serve_metrics};
+pub use books_hyper::{
+    ClientPolicy, Cors, InvalidOrigin, LIVEZ, Limits, METRICS, Operations, RATELIMIT,
+    RATELIMIT_POLICY, READYZ, RateLimit, RenderMetrics, serve, serve_metrics, serve_with,
+};
+pub use metrics::install_metrics;
 pub use options::{LogFormat, Options};
-pub use rate_limit::{RATELIMIT, RATELIMIT_POLICY, RateLimit};
-pub use serve::{ClientPolicy, Limits, serve, serve_with};
 pub use store::Store;
 
 use std::net::SocketAddr;
@@ -64,13 +60,6 @@ pub enum Error {
     /// Binding the listen address or serving failed.
     #[error("listening failed")]
     Io(#[from] std::io::Error),
-}
-
-/// `error` and then each of its sources, outermost first.
-pub fn causes<'a>(
-    error: &'a (dyn std::error::Error + 'static),
-) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
-    std::iter::successors(Some(error), |error| error.source())
 }
 
 /// Opens the store `options` name, migrates it, loads the demo data into an empty one,

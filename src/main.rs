@@ -35,12 +35,11 @@ fn main() -> ExitCode {
     match run(options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            let mut causes = books_api::causes(&error);
-            if let Some(error) = causes.next() {
-                eprintln!("error: {error}");
-            }
-            for cause in causes {
-                eprintln!("  caused by: {cause}");
+            eprintln!("error: {error}");
+            let mut cause = std::error::Error::source(&error);
+            while let Some(error) = cause {
+                eprintln!("  caused by: {error}");
+                cause = error.source();
             }
             ExitCode::FAILURE
         }

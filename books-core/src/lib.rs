@@ -75,6 +75,7 @@ pub mod testing;
 
 pub use api::{BooksApi, VERSION};
 pub use config::{CacheControl, CacheLimits, Clock, Config, ManualClock, SystemClock};
+pub use problem::{ErrorChain, refusal};
 pub use request_id::{REQUEST_ID, RequestId};
 pub use route::RouteScheme;
 pub use service::{ApiFuture, MountBody, MountLayer, MountService, NestedService};

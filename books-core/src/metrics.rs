@@ -36,7 +36,8 @@ pub const IN_FLIGHT: &str = "books_http_requests_in_flight";
 /// `author_not_found` or `error`.
 pub const STORE_DURATION: &str = "books_store_operation_duration_seconds";
 /// Requests refused before they were handled (counter); `reason` is `body_limit` here,
-/// and the server adds `timeout`, `overload` and `rate_limit` under the same name.
+/// and a host's refusals ([`refusal`](crate::refusal)) add theirs under the same name
+/// (the books-hyper loop: `malformed`, `rate_limit`, `overload`, `timeout`).
 pub const REJECTIONS: &str = "books_http_rejections_total";
 
 /// Book and page reads answered from the cache of rendered answers, or not (counter).
@@ -163,7 +164,7 @@ fn in_flight(up: bool) {
     });
 }
 
-/// Counts a request refused for `reason` (`body_limit`).
+/// Counts a request refused for `reason` (`body_limit`, or a host's own reasons).
 pub(crate) fn rejected(reason: &'static str) {
     counter!(REJECTIONS, "reason" => reason).increment(1);
 }

@@ -1,7 +1,7 @@
 //! The answers the server makes itself, beside the API's: their type, and its plain
 //! text and problem bodies. None may be stored by a cache (`Cache-Control: no-store`).
 
-use books_core::{REQUEST_ID, RequestId};
+use books_core::RequestId;
 use bytes::Bytes;
 use http::StatusCode;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
@@ -27,25 +27,14 @@ pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response {
 }
 
 /// A problem the connection loop answers itself, before the API (JSON: there is no
-/// negotiation this early), with the request's id as in the API's own problems.
-pub(crate) fn problem(status: StatusCode, detail: &'static str, id: &RequestId) -> Response {
-    let body = serde_json::json!({
-        "type": "about:blank",
-        "title": status.canonical_reason().unwrap_or("Error"),
-        "status": status.as_u16(),
-        "detail": detail,
-        "instance": format!("urn:request:{id}"),
-    });
-    let mut response = Response::new(Full::new(Bytes::from(body.to_string())));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
-    headers.insert(CACHE_CONTROL, NO_STORE);
-    headers.insert(REQUEST_ID, id.header_value().clone());
-    response
+/// negotiation this early), counted as refused for `reason`.
+pub(crate) fn problem(
+    status: StatusCode,
+    detail: &'static str,
+    reason: &'static str,
+    id: &RequestId,
+) -> Response {
+    books_core::refusal(status, detail, reason, id).map(Full::new)
 }
 
 /// An empty answer (a CORS preflight's 204).

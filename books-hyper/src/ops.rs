@@ -2,22 +2,18 @@
 
 use std::convert::Infallible;
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
 
-use books_core::BooksApi;
+use books_core::{BooksApi, ErrorChain};
 use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use http::{Method, StatusCode};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::net::TcpListener;
 
-use books_sqlx::PoolState;
-use metrics::gauge;
-
-use crate::Error;
 use crate::response::{Response, text};
 
 /// Liveness: answers 200 while the process serves requests at all.
@@ -30,18 +26,26 @@ pub const METRICS: &str = "/metrics";
 /// The Prometheus text exposition format.
 const PROMETHEUS_TEXT: HeaderValue = HeaderValue::from_static("text/plain; version=0.0.4");
 
-/// Histogram buckets (seconds) for request and store latencies: 100 µs to 10 s.
-const BUCKETS: [f64; 14] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 2.5, 10.0,
-];
+/// What renders the process's metrics in Prometheus' text format (a
+/// `metrics-exporter-prometheus` handle's `render`, say).
+pub type RenderMetrics = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// What the server answers beside the API.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Operations {
     /// How long readiness waits for the store before answering 503.
     pub ready_timeout: Duration,
     /// Metrics to serve at [`METRICS`] on the API's address (`None`: not there).
-    pub metrics: Option<PrometheusHandle>,
+    pub metrics: Option<RenderMetrics>,
+}
+
+impl std::fmt::Debug for Operations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Operations")
+            .field("ready_timeout", &self.ready_timeout)
+            .field("metrics", &self.metrics.is_some())
+            .finish()
+    }
 }
 
 impl Default for Operations {
@@ -72,10 +76,7 @@ impl Operations {
                 Ok(Ok(())) => text(StatusCode::OK, "ready\n"),
                 outcome => {
                     let why = match outcome {
-                        Ok(Err(error)) => crate::causes(&error)
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join(": "),
+                        Ok(Err(error)) => ErrorChain(&error).to_string(),
                         _ => "timed out".to_owned(),
                     };
                     tracing::warn!(error = %why, "not ready: the store does not answer");
@@ -86,7 +87,7 @@ impl Operations {
                 }
             },
             METRICS => {
-                let body = self.metrics.as_ref().map(PrometheusHandle::render);
+                let body = self.metrics.as_ref().map(|render| render());
                 let mut response = text(StatusCode::OK, body.unwrap_or_default());
                 response.headers_mut().insert(CONTENT_TYPE, PROMETHEUS_TEXT);
                 response
@@ -96,44 +97,12 @@ impl Operations {
     }
 }
 
-/// Installs the process's Prometheus recorder and starts a task that refreshes the pool
-/// gauges (`books_db_pool_connections{pool, state}`, `state` `idle` or `in_use`, and
-/// `books_db_pool_max_connections{pool}`) from `pools` and the exporter's histograms
-/// every second. Serve the handle at [`METRICS`] through [`Operations`], or on an address
-/// of its own with [`serve_metrics`].
-pub fn install_metrics(
-    pools: impl Fn() -> Vec<PoolState> + Send + 'static,
-) -> Result<PrometheusHandle, Error> {
-    let handle = PrometheusBuilder::new()
-        .set_buckets(&BUCKETS)?
-        .install_recorder()?;
-    let upkeep = handle.clone();
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            every.tick().await;
-            for pool in pools() {
-                record_pool(pool);
-            }
-            upkeep.run_upkeep();
-        }
-    });
-    Ok(handle)
-}
-
-fn record_pool(pool: PoolState) {
-    let (name, in_use) = (pool.name, pool.size.saturating_sub(pool.idle));
-    gauge!("books_db_pool_connections", "pool" => name.clone(), "state" => "idle").set(pool.idle);
-    gauge!("books_db_pool_connections", "pool" => name.clone(), "state" => "in_use").set(in_use);
-    gauge!("books_db_pool_max_connections", "pool" => name).set(pool.max);
-}
-
 /// Answers every request on `listener` with the metrics (any path, like Prometheus
 /// exporters' own listeners), dropping a client that sends no headers within
 /// `header_timeout` (the API's, [`Limits::header_timeout`](crate::Limits::header_timeout)).
 pub async fn serve_metrics(
     listener: TcpListener,
-    handle: PrometheusHandle,
+    render: RenderMetrics,
     header_timeout: Duration,
 ) -> io::Result<()> {
     let mut builder = http1::Builder::new();
@@ -142,9 +111,9 @@ pub async fn serve_metrics(
         .header_read_timeout(header_timeout);
     loop {
         let (stream, _) = listener.accept().await?;
-        let handle = handle.clone();
+        let render = render.clone();
         let service = service_fn(move |_: hyper::Request<Incoming>| {
-            let mut response = text(StatusCode::OK, handle.render());
+            let mut response = text(StatusCode::OK, render());
             response.headers_mut().insert(CONTENT_TYPE, PROMETHEUS_TEXT);
             std::future::ready(Ok::<_, Infallible>(response))
         });

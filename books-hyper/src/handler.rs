@@ -47,7 +47,7 @@ impl Handler {
         let path = request.uri().path();
         if let Some(refused) = refuse(&request, bodiless) {
             tracing::info!(request_id = %id, %method, %path, detail = refused, "refused");
-            let mut response = problem(StatusCode::BAD_REQUEST, refused, &id);
+            let mut response = problem(StatusCode::BAD_REQUEST, refused, "malformed", &id);
             response
                 .headers_mut()
                 .insert(CONNECTION, HeaderValue::from_static("close"));
@@ -79,9 +79,9 @@ impl Handler {
             match limiter.check(client) {
                 Verdict::Allowed(field) => rate = Some((limiter.policy().clone(), field)),
                 Verdict::Limited(field, seconds) => {
-                    rejected("rate_limit");
                     tracing::debug!(request_id = %id, %method, %path, %client, "rate limited");
-                    let mut response = problem(StatusCode::TOO_MANY_REQUESTS, RATE_LIMITED, &id);
+                    let status = StatusCode::TOO_MANY_REQUESTS;
+                    let mut response = problem(status, RATE_LIMITED, "rate_limit", &id);
                     let headers = response.headers_mut();
                     headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
                     headers.insert(RATELIMIT_POLICY, limiter.policy().clone());
@@ -91,9 +91,9 @@ impl Handler {
             }
         }
         let Some(_admitted) = Admitted::try_new(&self.in_flight, self.limits.max_in_flight) else {
-            rejected("overload");
             tracing::debug!(request_id = %id, %method, %path, "shed: too many requests in flight");
-            let mut response = problem(StatusCode::SERVICE_UNAVAILABLE, OVERLOADED, &id);
+            let status = StatusCode::SERVICE_UNAVAILABLE;
+            let mut response = problem(status, OVERLOADED, "overload", &id);
             response
                 .headers_mut()
                 .insert(RETRY_AFTER, HeaderValue::from_static("1"));
@@ -109,7 +109,7 @@ impl Handler {
         let answer = self.api.handle_as(request, id.clone());
         let answered = tokio::time::timeout(self.limits.request_timeout, answer).await;
         let Ok(response) = answered else {
-            rejected("timeout");
+            metrics::counter!(books_core::metrics::REJECTIONS, "reason" => "timeout").increment(1);
             let path = uri.as_ref().map_or("", |uri| uri.path());
             tracing::warn!(request_id = %id, %method, %path, %peer, "request timed out; dropping the connection");
             return Err(io::Error::new(io::ErrorKind::TimedOut, "request timed out"));
@@ -184,9 +184,3 @@ const OVERLOADED: &str = "The server is at capacity; retry shortly.";
 
 const RATE_LIMITED: &str =
     "Too many requests from this client; retry after the time Retry-After gives.";
-
-/// Counts a request the server refused before the API saw it (the API's own metric,
-/// [`REJECTIONS`](books_core::metrics::REJECTIONS)).
-fn rejected(reason: &'static str) {
-    metrics::counter!(books_core::metrics::REJECTIONS, "reason" => reason).increment(1);
-}
