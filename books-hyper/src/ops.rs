@@ -5,6 +5,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use books_core::store::{StoreError, Unready};
 use books_core::{BooksApi, ErrorChain};
 use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use http::{Method, StatusCode};
@@ -18,7 +19,10 @@ use crate::response::{Response, text};
 
 /// Liveness: answers 200 while the process serves requests at all.
 pub const LIVEZ: &str = "/livez";
-/// Readiness: 200 when the store answers within the timeout, 503 otherwise.
+/// Readiness: 200 (`ready: …`) when the store answers within the timeout and takes
+/// writes, 503 with `Retry-After` otherwise, the body naming why: `not ready: read-only`
+/// (its servers answer but none takes writes: a failover under way, a standby) or
+/// `not ready: unreachable`. A load balancer sends traffic only on 200.
 pub const READYZ: &str = "/readyz";
 /// Prometheus metrics, when they are served on the API's own address.
 pub const METRICS: &str = "/metrics";
@@ -73,14 +77,18 @@ impl Operations {
         }
         match path {
             READYZ => match tokio::time::timeout(self.ready_timeout, api.ready()).await {
-                Ok(Ok(())) => text(StatusCode::OK, "ready\n"),
+                Ok(Ok(())) => text(
+                    StatusCode::OK,
+                    "ready: the store answers and takes writes\n",
+                ),
                 outcome => {
-                    let why = match outcome {
-                        Ok(Err(error)) => ErrorChain(&error).to_string(),
-                        _ => "timed out".to_owned(),
+                    let (why, state) = match &outcome {
+                        Ok(Err(error)) => (ErrorChain(error).to_string(), state(error)),
+                        _ => ("timed out".to_owned(), "unreachable"),
                     };
                     tracing::warn!(error = %why, "not ready: the store does not answer");
-                    let mut response = text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n");
+                    let body = format!("not ready: {state}\n");
+                    let mut response = text(StatusCode::SERVICE_UNAVAILABLE, body);
                     let retry = HeaderValue::from_static("1");
                     response.headers_mut().insert(RETRY_AFTER, retry);
                     response
@@ -95,6 +103,19 @@ impl Operations {
             _ => text(StatusCode::OK, "ok\n"),
         }
     }
+}
+
+/// What `/readyz` says of a store that does not answer: `read-only` while its servers
+/// answer but none takes writes (a failover under way), else `unreachable`.
+fn state(error: &StoreError) -> &'static str {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(error) = cause {
+        if let Some(Unready::WrongRole(_)) = error.downcast_ref::<Unready>() {
+            return "read-only";
+        }
+        cause = error.source();
+    }
+    "unreachable"
 }
 
 /// Answers every request on `listener` with the metrics (any path, like Prometheus

@@ -103,6 +103,7 @@ impl AnyStore {
         };
         store.migrate().await?;
         #[cfg(feature = "postgres")]
+        #[allow(irrefutable_let_patterns)] // the only variant without the other features
         if let Self::Postgres(postgres) = store {
             if let Some(on) = settings.push {
                 postgres.set_push(on).await?;

@@ -106,6 +106,15 @@ pub trait Engine: Driver {
     where
         Self: Backend;
 
+    /// Whether the store can answer now and write: by default one look-up through the
+    /// store's own tables; PostgreSQL and MariaDB ask their primary its role too.
+    fn ready(store: &SqlStore<Self>) -> impl Future<Output = Result<(), StoreError>> + Send
+    where
+        Self: Backend,
+    {
+        async move { crate::queries::author_exists(store, 0).await.map(drop) }
+    }
+
     /// The embedded migrations, as `(file name, SQL)`.
     const MIGRATIONS: &'static [(&'static str, &'static str)];
 

@@ -12,6 +12,7 @@
 //! connection opened from the options alone would miss. (`scripts/load.py --cache
 //! --stores postgres` measures exact mode's cost per cached answer.)
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use books_core::store::{BooksTally, StoreError, Version};
@@ -79,6 +80,24 @@ pub(crate) fn history_sql(dialect: Dialect) -> &'static str {
     }
 }
 
+/// How many times a pool switched hosts (a failover): a connection opened at an older
+/// generation is of the host before, and dropped before its next use.
+#[derive(Debug, Default)]
+pub struct Generation(std::sync::atomic::AtomicU64);
+
+impl Generation {
+    /// The generation now.
+    pub(crate) fn now(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The next generation.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    pub(crate) fn advance(&self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// A store's check, shared by its clones.
 pub struct VersionCheck<DB: Driver> {
     statement: Statement,
@@ -86,12 +105,15 @@ pub struct VersionCheck<DB: Driver> {
     simple: Option<String>,
     /// Run on a connection of its own rather than through the pool.
     own: bool,
+    /// The pool's switches of host: the own connection, opened at another, is dropped.
+    generation: Option<Arc<Generation>>,
     connection: Mutex<CheckConnection<DB>>,
 }
 
-/// The check's own connection, and what the last check read.
+/// The check's own connection (and the generation it was opened at), and what the last
+/// check read.
 struct CheckConnection<DB: Driver> {
-    conn: Option<DB::Connection>,
+    conn: Option<(DB::Connection, u64)>,
     last: Option<Checked>,
 }
 
@@ -122,13 +144,14 @@ impl<DB: Driver> VersionCheck<DB> {
         schema: &str,
         database: &str,
         simple: Option<String>,
-        own: bool,
+        own: Option<Option<Arc<Generation>>>,
     ) -> Self {
         let sql = check_sql(dialect).replace("{db}", database);
         Self {
             statement: Statement::new(&sql, schema, dialect),
             simple,
-            own,
+            own: own.is_some(),
+            generation: own.flatten(),
             connection: Mutex::new(CheckConnection {
                 conn: None,
                 last: None,
@@ -210,11 +233,16 @@ impl<DB: Driver> VersionCheck<DB> {
             slot.conn = None;
             return Err(sqlx::Error::PoolClosed).or_store_error();
         }
+        let generation = self.generation.as_ref().map_or(0, |g| g.now());
+        if slot.conn.as_ref().is_some_and(|(_, at)| *at != generation) {
+            // Opened to the host before the pool's last switch.
+            slot.conn = None;
+        }
         let outcome = timeout(CHECK_TIMEOUT, async {
             if slot.conn.is_none() {
-                slot.conn = Some(pool.connect_options().connect().await?);
+                slot.conn = Some((pool.connect_options().connect().await?, generation));
             }
-            query(slot.conn.as_mut().expect("opened above")).await
+            query(&mut slot.conn.as_mut().expect("opened above").0).await
         })
         .await;
         match outcome {

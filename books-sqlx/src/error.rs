@@ -3,6 +3,8 @@
 use std::sync::Arc;
 
 use books_core::store::StoreError;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+use books_core::store::Unready;
 #[cfg(feature = "mysql")]
 use sqlx::mysql::MySqlDatabaseError;
 
@@ -19,6 +21,10 @@ pub enum Error {
     /// A PostgreSQL schema or MariaDB database name the store does not accept.
     #[error("invalid schema name {0:?}: use 1 to 63 of a-z, 0-9 and _, not starting with a digit")]
     InvalidSchema(String),
+    /// A database URL the store cannot follow (a malformed host list, a
+    /// `target_session_attrs` libpq does not know); the password is left out.
+    #[error("invalid database URL: {0}")]
+    InvalidUrl(String),
     /// A database URL that names no store of this crate's (or one whose feature is off).
     #[error("unsupported database URL {0:?} (expected sqlite:…, postgres://… or mysql://…)")]
     UnknownDatabase(String),
@@ -182,6 +188,41 @@ fn is_transient(code: Option<&str>) -> bool {
         // SQLite result codes: SQLITE_BUSY, SQLITE_LOCKED and their extended codes.
         Some(code) => code.parse::<i32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6)),
         None => false,
+    }
+}
+
+/// An error of work done on the primary: the driver's, or the store contract's.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) trait PrimaryError: Sized {
+    /// The error of work refused because there is no primary.
+    fn unready(why: Unready) -> Self;
+    /// The driver's error inside, if any.
+    fn driver(&self) -> Option<&sqlx::Error>;
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+impl PrimaryError for sqlx::Error {
+    fn unready(why: Unready) -> Self {
+        sqlx::Error::Io(std::io::Error::new(std::io::ErrorKind::NotConnected, why))
+    }
+
+    fn driver(&self) -> Option<&sqlx::Error> {
+        Some(self)
+    }
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+impl PrimaryError for StoreError {
+    fn unready(why: Unready) -> Self {
+        StoreError::unavailable(why)
+    }
+
+    fn driver(&self) -> Option<&sqlx::Error> {
+        let source = match self {
+            StoreError::Unavailable(source) | StoreError::Other(source) => source,
+            _ => return None,
+        };
+        source.downcast_ref::<sqlx::Error>()
     }
 }
 

@@ -45,6 +45,7 @@
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 mod any;
 mod backend;
 mod batch;
@@ -71,6 +72,7 @@ mod tiers;
 mod transactions;
 mod version_triggers;
 
+#[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub use any::{AnyStore, StoreSettings};
 pub use backend::Backend;
 pub use error::{Error, is_unavailable, store_error};
@@ -87,6 +89,9 @@ pub use postgres::{PostgresStore, push};
 pub use servers::replicas::{
     DEFAULT_WAIT as DEFAULT_REPLICA_WAIT, DOWN_FOR, PROBE_INTERVAL, ReplicaState,
 };
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "postgres", feature = "mysql"))))]
+pub use servers::{PROBE_TIMEOUT, RETRY_AFTER, Role, SessionAttrs};
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use sqlite::{BUSY_TIMEOUT, SqliteStore};

@@ -60,10 +60,12 @@ impl<DB: Backend> BookStore for SqlStore<DB> {
         queries::author_exists(self, id).await
     }
 
-    /// Looks up author 0 through the store's own table and index (on the primary): one
-    /// round trip that fails when the database or the migrated schema is missing.
+    /// Looks up author 0 through the store's own table and index (on the primary): a
+    /// round trip that fails when the database or the migrated schema is missing; on
+    /// PostgreSQL and MariaDB the primary is asked its role first (a server that no
+    /// longer takes writes is [`Unready::WrongRole`](books_core::store::Unready)).
     async fn ready(&self) -> Result<(), StoreError> {
-        queries::author_exists(self, 0).await.map(drop)
+        DB::ready(self).await
     }
 
     fn capabilities(self: Arc<Self>) -> Capabilities<Self> {

@@ -68,6 +68,22 @@ pub enum StoreError {
     Other(#[source] BoxError),
 }
 
+/// Why a store cannot answer now, for a readiness probe to name: a store that follows a
+/// cluster says it as the source of its [`StoreError::Unavailable`] while it has no
+/// primary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unready {
+    /// A server answered, but none has the role the store wants (by default one that
+    /// takes writes; `&'static str` names it): a failover under way, or the store
+    /// pointed at standbys only.
+    #[error("no server is {0} (the servers that answer are not)")]
+    WrongRole(&'static str),
+    /// No server answered.
+    #[error("no server answers")]
+    Unreachable,
+}
+
 impl StoreError {
     /// Wraps an error that means the store is unreachable or timed out.
     pub fn unavailable(error: impl Into<BoxError>) -> Self {

@@ -37,7 +37,7 @@ mod versions;
 pub(crate) use capabilities::StoreTiers;
 pub use capabilities::{Capabilities, Tiers};
 pub use conditional_writes::{Conditional, ConditionalWrites, Precondition};
-pub use data::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError};
+pub use data::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError, Unready};
 pub use idempotent_creates::{
     IdempotencyKey, IdempotencyRecord, IdempotentCreates, KeyedCreate, RenderAnswer, StoredAnswer,
 };

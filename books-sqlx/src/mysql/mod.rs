@@ -18,10 +18,14 @@ use crate::check::VersionCheck;
 use crate::driver::Driver;
 use crate::error::{OrStoreError, is_deadlock};
 use crate::queries::Read;
-use crate::servers::{Networked, Servers, base_pool_options};
+use crate::servers::{Networked, Role, Servers, base_pool_options};
 use crate::statement::{Arg, Dialect, Statement};
 use crate::store::{SqlStore, checked_name};
 use crate::{ACQUIRE_TIMEOUT, Error, STATEMENT_TIMEOUT, migrate};
+
+/// How many times in all a transaction that deadlocked (or lost a Galera certification
+/// conflict) is sent.
+pub const DEADLOCK_TRIES: u64 = 4;
 
 /// A MariaDB store (10.6 or later; feature `mysql`). Cloning is cheap (the pool is shared).
 ///
@@ -92,6 +96,10 @@ impl Engine for MySql {
         .await
     }
 
+    async fn ready(store: &MySqlStore) -> Result<(), StoreError> {
+        Servers::ready(store).await
+    }
+
     async fn begin(
         store: &MySqlStore,
         _locking: bool,
@@ -99,21 +107,31 @@ impl Engine for MySql {
         store.servers.pool.begin().await
     }
 
-    /// A transaction that deadlocked is rolled back whole by InnoDB, so sending it again
-    /// is safe: once more before it counts as unavailable.
-    async fn retried<T, F, Fut>(_store: &MySqlStore, work: F) -> Result<T, sqlx::Error>
+    /// A transaction that deadlocked (or, on Galera, lost a certification conflict at
+    /// commit: 1213 too, "retry the transaction") is rolled back whole, so sending it again
+    /// is safe: up to [`DEADLOCK_TRIES`] times in all before it counts as unavailable.
+    async fn retried<T, F, Fut>(store: &MySqlStore, work: F) -> Result<T, sqlx::Error>
     where
         T: Send,
         F: Fn() -> Fut + Send + Sync,
         Fut: Future<Output = Result<T, sqlx::Error>> + Send,
     {
-        match work().await {
-            Err(error) if is_deadlock(&error) => {
-                counter!("books_store_deadlock_retries_total").increment(1);
-                work().await
+        let attempts = async {
+            let mut tries = 1;
+            loop {
+                match work().await {
+                    Err(error) if is_deadlock(&error) && tries < DEADLOCK_TRIES => {
+                        counter!("books_store_deadlock_retries_total").increment(1);
+                        // A little apart, so that writers that collided do not again.
+                        let pause = 1 + (std::process::id() as u64 + tries) % 5;
+                        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                        tries += 1;
+                    }
+                    outcome => return outcome,
+                }
             }
-            outcome => outcome,
-        }
+        };
+        store.servers.primary(attempts).await
     }
 
     /// One statement (the books as a JSON array, `JSON_TABLE`): one round trip for the
@@ -177,7 +195,8 @@ impl Engine for MySql {
         schema: Option<&str>,
     ) -> VersionCheck<MySql> {
         let database = schema.map_or("NULL".to_owned(), |name| format!("'{name}'"));
-        VersionCheck::new(Dialect::MySql, prefix, &database, None, servers.own)
+        let own = servers.own.then(|| servers.generation());
+        VersionCheck::new(Dialect::MySql, prefix, &database, None, own)
     }
 }
 
@@ -185,12 +204,48 @@ impl Networked for MySql {
     const POOL_NAME: &'static str = "mysql";
 
     /// `mysql://…` or `mariadb://…`.
-    fn options(url: &str) -> Result<MySqlConnectOptions, Error> {
+    fn parse(url: &str) -> Result<MySqlConnectOptions, Error> {
         let url = match url.strip_prefix("mariadb://") {
             Some(rest) => format!("mysql://{rest}"),
             None => url.to_owned(),
         };
         Ok(MySqlConnectOptions::from_str(&url)?)
+    }
+
+    /// Writable: not read-only and, on Galera, ready and `Synced` (in the primary
+    /// component, not donating or joining); a replica: read-only.
+    async fn role(conn: &mut MySqlConnection) -> Result<Role, sqlx::Error> {
+        let (read_only, writable): (i64, i64) = sqlx::query_as(
+            "SELECT @@global.read_only, @@global.read_only = 0 AND (@@wsrep_on = 0 OR ( \
+             (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+              WHERE VARIABLE_NAME = 'WSREP_READY') = 'ON' AND \
+             (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+              WHERE VARIABLE_NAME = 'WSREP_LOCAL_STATE_COMMENT') = 'Synced'))",
+        )
+        .fetch_one(conn)
+        .await?;
+        Ok(Role {
+            writable: writable != 0,
+            in_recovery: read_only != 0,
+        })
+    }
+
+    /// The connection refused, reset or lost (2006, 2013), killed (1927, 4031), the
+    /// server shutting down (1053), read-only (1290, 1836: a replica, or a primary
+    /// demoted), a Galera node not ready (1047, out of the primary component).
+    fn lost(error: &sqlx::Error) -> bool {
+        match error {
+            sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
+            sqlx::Error::Database(db) => db
+                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                .is_some_and(|e| {
+                    matches!(
+                        e.number(),
+                        1047 | 1053 | 1290 | 1836 | 1927 | 2006 | 2013 | 4031
+                    )
+                }),
+            _ => false,
+        }
     }
 
     fn pool_options(_extra: &()) -> PoolOptions<MySql> {
@@ -250,10 +305,15 @@ impl MySqlStore {
 /// The session settings of the store's own connections: a statement time bound
 /// (`max_statement_time`, which MariaDB reports as error 1969) and as long at most for a
 /// row lock (1205), both "unavailable" (503) rather than a request held for a minute.
+///
+/// On a Galera node, reads wait until the node applied every write the cluster committed
+/// before them (`wsrep_sync_wait = 1`): a read on one node sees a write acknowledged on
+/// another, as the exactness rule wants.
 async fn session_settings(conn: &mut MySqlConnection) -> Result<(), sqlx::Error> {
     let seconds = STATEMENT_TIMEOUT.as_secs();
     conn.execute(AssertSqlSafe(format!(
-        "SET SESSION max_statement_time = {seconds}, innodb_lock_wait_timeout = {seconds}"
+        "SET SESSION max_statement_time = {seconds}, innodb_lock_wait_timeout = {seconds}, \
+         wsrep_sync_wait = IF(@@wsrep_on, 1, 0)"
     )))
     .await?;
     Ok(())

@@ -22,7 +22,7 @@ use crate::batch::NewBook;
 use crate::check::VersionCheck;
 use crate::error::OrStoreError;
 use crate::queries::Read;
-use crate::servers::{Networked, Servers, base_pool_options};
+use crate::servers::{Networked, Role, Servers, base_pool_options};
 use crate::statement::{Arg, Dialect, Statement};
 use crate::store::{SqlStore, checked_name};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
@@ -93,8 +93,13 @@ impl Engine for Postgres {
         _then: Option<&Statement>,
         args: &[Arg<'_>],
     ) -> Result<Vec<sqlx::postgres::PgRow>, sqlx::Error> {
-        let pool = &store.servers.pool;
-        store.extra.session.run(pool, statement, args, false).await
+        let (session, servers) = (store.extra.session, &store.servers);
+        let written = session.run(&servers.pool, statement, args, false);
+        servers.primary(written).await
+    }
+
+    async fn ready(store: &PostgresStore) -> Result<(), StoreError> {
+        Servers::ready(store).await
     }
 
     async fn begin(
@@ -110,7 +115,10 @@ impl Engine for Postgres {
         F: Fn() -> Fut + Send + Sync,
         Fut: Future<Output = Result<T, sqlx::Error>> + Send,
     {
-        store.extra.session.bounded(work()).await
+        store
+            .servers
+            .primary(store.extra.session.bounded(work()))
+            .await
     }
 
     /// One statement from arrays of the books' fields (`unnest`): the insert trigger runs
@@ -173,7 +181,8 @@ impl Engine for Postgres {
         _schema: Option<&str>,
     ) -> VersionCheck<Postgres> {
         let simple = extra.session.pooler.then(session::local_settings);
-        VersionCheck::new(Dialect::Postgres, prefix, "", simple, servers.own)
+        let own = servers.own.then(|| servers.generation());
+        VersionCheck::new(Dialect::Postgres, prefix, "", simple, own)
     }
 
     fn pushed_version(extra: &PgExtra) -> Option<Version> {
@@ -184,8 +193,33 @@ impl Engine for Postgres {
 impl Networked for Postgres {
     const POOL_NAME: &'static str = "postgres";
 
-    fn options(url: &str) -> Result<PgConnectOptions, Error> {
+    fn parse(url: &str) -> Result<PgConnectOptions, Error> {
         Ok(PgConnectOptions::from_str(url)?)
+    }
+
+    async fn role(conn: &mut PgConnection) -> Result<Role, sqlx::Error> {
+        let (in_recovery, read_only): (bool, bool) = sqlx::query_as(
+            "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'",
+        )
+        .fetch_one(conn)
+        .await?;
+        Ok(Role {
+            writable: !read_only,
+            in_recovery,
+        })
+    }
+
+    /// The connection refused, reset or closed, a connection exception (class 08), a
+    /// read-only transaction (25006: the server is a standby now), the server shutting
+    /// down or starting (57P01, 57P02, 57P03).
+    fn lost(error: &sqlx::Error) -> bool {
+        match error {
+            sqlx::Error::Io(_) | sqlx::Error::Tls(_) => true,
+            sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+                code.starts_with("08") || matches!(&*code, "25006" | "57P01" | "57P02" | "57P03")
+            }),
+            _ => false,
+        }
     }
 
     /// A direct connection gets the session settings once, when it is opened; a

@@ -50,10 +50,12 @@ pub(crate) struct Push {
 }
 
 impl Push {
-    /// Starts listening on a connection of its own, opened with `options` (so requests
-    /// keep all of the store's `pool`, whose closing stops the listener); `state` reads
-    /// the version and whether push mode is on. Needs a tokio runtime.
-    pub(crate) fn start(pool: &PgPool, options: PgConnectOptions, state: SqlStr) -> Self {
+    /// Starts listening on a connection of its own, opened with `options` or, without,
+    /// the store `pool`'s as they stand at each connection (they follow the primary
+    /// through a failover); requests keep all of the pool, whose closing stops the
+    /// listener. `state` reads the version and whether push mode is on. Needs a tokio
+    /// runtime.
+    pub(crate) fn start(pool: &PgPool, options: Option<PgConnectOptions>, state: SqlStr) -> Self {
         let known = Arc::default();
         let task = tokio::spawn(listen(pool.clone(), options, state, Arc::clone(&known)));
         Self { known, task }
@@ -74,7 +76,7 @@ impl Drop for Push {
 /// Follows notifications, reconnecting after failures, until the store's pool is closed.
 async fn listen(
     store: PgPool,
-    options: PgConnectOptions,
+    options: Option<PgConnectOptions>,
     state: SqlStr,
     known: Arc<Mutex<Option<Version>>>,
 ) {
@@ -83,10 +85,13 @@ async fn listen(
         loop {
             // A pool of one per attempt: a connection that went silent may stay stuck
             // (sqlx unlistens on it before returning it) without holding up the next.
+            let options = options
+                .clone()
+                .unwrap_or_else(|| (*store.connect_options()).clone());
             let own = PgPoolOptions::new()
                 .max_connections(1)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
-                .connect_lazy_with(options.clone());
+                .connect_lazy_with(options);
             let Err(error) = follow(&own, &state, &set).await;
             set(None);
             tracing::warn!(%error, "push listener lost its connection; asking the database meanwhile");
@@ -186,8 +191,8 @@ impl PostgresStore {
     /// Outside a tokio runtime (it spawns the listener's task).
     pub fn listening(mut self) -> Self {
         let options = match (&self.extra.notify, self.extra.session.pooler) {
-            (Some(Notify(direct)), _) => (**direct).clone(),
-            (None, false) => (*self.servers.pool.connect_options()).clone(),
+            (Some(Notify(direct)), _) => Some((**direct).clone()),
+            (None, false) => None,
             (None, true) => {
                 tracing::error!(
                     "push mode needs a direct connection for LISTEN, which a transaction \

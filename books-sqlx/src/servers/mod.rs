@@ -2,21 +2,26 @@
 //! pool, the replicas behind it, where each read goes) and the ways to build a store over
 //! them ([`Networked`]), written once for both.
 
+mod hosts;
 pub(crate) mod replicas;
+mod url;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use books_core::store::{SharedCheck, StoreError};
+use books_core::store::{SharedCheck, StoreError, Unready};
 use metrics::counter;
 use sqlx::pool::PoolOptions;
 use sqlx::{Connection, Pool};
 
+use self::hosts::Hosts;
+pub use self::hosts::{PROBE_TIMEOUT, RETRY_AFTER, Role, SessionAttrs};
 use self::replicas::{DEFAULT_WAIT, ReplicaState, Replicas, Standby};
 use crate::backend::{Backend, ServerSet};
+use crate::check::Generation;
 use crate::check::OnConnection;
 use crate::driver::Driver;
-use crate::error::OrStoreError;
+use crate::error::{OrStoreError, PrimaryError};
 use crate::queries::Read;
 use crate::statement::{Arg, Statement};
 use crate::store::{PoolState, SqlStore};
@@ -31,8 +36,16 @@ pub trait Networked: Backend<Servers = Servers<Self>> + Standby {
     /// The pools' name in metrics (`postgres`, `mysql`).
     const POOL_NAME: &'static str;
 
-    /// The options for `url`.
-    fn options(url: &str) -> Result<ConnectOptionsOf<Self>, Error>;
+    /// The options for one host's `url`.
+    fn parse(url: &str) -> Result<ConnectOptionsOf<Self>, Error>;
+
+    /// What the server on `conn` says of its role.
+    fn role(conn: &mut Self::Connection) -> impl Future<Output = Result<Role, sqlx::Error>> + Send;
+
+    /// Whether `error` says the primary's server is gone or no longer the primary (the
+    /// connection refused, reset or ended by the server, a read-only transaction, a
+    /// server shutting down or not ready): the pool looks for it again.
+    fn lost(error: &sqlx::Error) -> bool;
 
     /// The options of the store's own pools: no ping before each checkout (a round trip
     /// per request: a connection that died fails its query once, 503, and is dropped),
@@ -40,13 +53,16 @@ pub trait Networked: Backend<Servers = Servers<Self>> + Standby {
     fn pool_options(extra: &Self::Extra) -> PoolOptions<Self>;
 }
 
-/// A store's servers: the primary's pool, and the replicas behind it.
+/// A store's servers: the primary's pool (and the hosts it may connect to, for a pool of
+/// the store's own), and the replicas behind it.
 #[derive(Debug)]
 pub struct Servers<DB: Standby> {
     pub(crate) pool: Pool<DB>,
     /// Whether the store built the pool (its version check then has a connection of its
     /// own).
     pub(crate) own: bool,
+    /// The hosts the pool may connect to (none for a host's pool).
+    hosts: Option<Arc<Hosts<DB>>>,
     replicas: Option<Arc<Replicas<DB>>>,
     /// The primary's position for reads from replicas, read once for every read that
     /// asked before it was sent.
@@ -58,6 +74,7 @@ impl<DB: Standby> Clone for Servers<DB> {
         Self {
             pool: self.pool.clone(),
             own: self.own,
+            hosts: self.hosts.clone(),
             replicas: self.replicas.clone(),
             positions: self.positions.clone(),
         }
@@ -65,13 +82,79 @@ impl<DB: Standby> Clone for Servers<DB> {
 }
 
 impl<DB: Networked> Servers<DB> {
-    fn new(pool: Pool<DB>, own: bool) -> Self {
+    /// A host's pool.
+    fn new(pool: Pool<DB>) -> Self {
         Self {
             pool,
-            own,
+            own: false,
+            hosts: None,
             replicas: None,
             positions: Arc::default(),
         }
+    }
+
+    /// A pool of the store's own over `hosts`, which drops the connections a switch of
+    /// hosts left behind before they are used.
+    fn own(hosts: Hosts<DB>, extra: &DB::Extra) -> Self {
+        let hosts = Arc::new(hosts);
+        let follows = hosts.clone();
+        let pool = DB::pool_options(extra)
+            .before_acquire(move |_, meta| {
+                let current = follows.current(meta.age);
+                Box::pin(async move { Ok(current) })
+            })
+            .connect_lazy_with(hosts.first());
+        Self {
+            own: true,
+            hosts: Some(hosts),
+            ..Self::new(pool)
+        }
+    }
+
+    /// Whether the primary answers and has the role the store wants (a server that lost it
+    /// sends the next request looking for another), and the store's tables are there.
+    pub(crate) async fn ready(store: &SqlStore<DB>) -> Result<(), StoreError> {
+        let servers = &store.servers;
+        let role = servers.primary(async {
+            let mut conn = servers.pool.acquire().await.or_store_error()?;
+            DB::role(&mut conn).await.or_store_error()
+        });
+        let attrs = servers
+            .hosts
+            .as_ref()
+            .map_or(SessionAttrs::default(), |h| h.attrs());
+        if !attrs.takes(role.await?, true) {
+            if let Some(hosts) = &servers.hosts {
+                hosts.lost();
+            }
+            return Err(StoreError::unavailable(Unready::WrongRole(attrs.name())));
+        }
+        crate::queries::author_exists(store, 0).await.map(drop)
+    }
+
+    /// The switches of the pool's host, for the version check's own connection.
+    pub(crate) fn generation(&self) -> Option<Arc<Generation>> {
+        self.hosts.as_ref().map(|hosts| hosts.generation())
+    }
+
+    /// Runs `work` on the primary pool: once its host is known to have the role (at
+    /// once while it is; a request that finds it lost waits for a search, at most
+    /// briefly, or is refused at once after one that found none). A failure that says
+    /// the host is gone or of another role sends the next request looking for it.
+    pub(crate) async fn primary<T, E: PrimaryError>(
+        &self,
+        work: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, E> {
+        if let Some(hosts) = &self.hosts {
+            hosts.ready(&self.pool).await.map_err(E::unready)?;
+        }
+        let outcome = work.await;
+        if let (Some(hosts), Err(error)) = (&self.hosts, &outcome)
+            && error.driver().is_some_and(DB::lost)
+        {
+            hosts.lost();
+        }
+        outcome
     }
 
     /// Runs a read: data reads on a replica that has caught up with the primary as the
@@ -89,11 +172,11 @@ impl<DB: Networked> Servers<DB> {
     {
         let servers = &store.servers;
         if to == Read::Primary {
-            return primary().await;
+            return servers.primary(primary()).await;
         }
         let primary = || {
             counter!("books_store_reads_total", "pool" => "primary").increment(1);
-            primary()
+            servers.primary(primary())
         };
         let Some(replicas) = &servers.replicas else {
             return primary().await;
@@ -171,44 +254,73 @@ fn primary_position<DB: Networked>() -> OnConnection<Option<DB::Position>, DB> {
 
 /// Building a PostgreSQL or MariaDB store, and its replicas.
 impl<DB: Networked> SqlStore<DB> {
-    /// The options for `url`: see the database's store ([`PostgresStore`](crate::PostgresStore),
-    /// [`MySqlStore`](crate::MySqlStore)).
+    /// The options for `url`, a URL of one host: see the database's store
+    /// ([`PostgresStore`](crate::PostgresStore), [`MySqlStore`](crate::MySqlStore)).
     pub fn options(url: &str) -> Result<ConnectOptionsOf<DB>, Error> {
-        DB::options(url)
+        match url::split(url)? {
+            (hosts, None) if hosts.len() == 1 => DB::parse(&hosts[0]),
+            _ => Err(Error::InvalidUrl(
+                "several hosts or target_session_attrs: a store follows them (connect_lazy)".into(),
+            )),
+        }
     }
 
-    /// Connects to `url` with [`options`](Self::options), failing if the server is down.
+    /// Connects to `url` (one host, or several: see [`connect_lazy`](Self::connect_lazy)),
+    /// failing if no server has the role it wants.
     pub async fn connect(url: &str) -> Result<Self, Error> {
-        Self::connect_with(Self::options(url)?).await
+        Self::connected(Self::connect_lazy(url)?).await
     }
 
-    /// Connects with explicit options, failing if the server is down.
+    /// Connects with explicit options, failing if the server is down or read-only.
     pub async fn connect_with(options: ConnectOptionsOf<DB>) -> Result<Self, Error> {
-        let extra = DB::Extra::default();
-        let pool = DB::pool_options(&extra).connect_with(options).await?;
-        Ok(Self::assemble(Servers::new(pool, true), extra, None))
+        Self::connected(Self::connect_lazy_with(options)).await
     }
 
-    /// A store for `url` with [`options`](Self::options); connects on first use: a
-    /// store built while the server is down answers "unavailable" (503) and recovers by
-    /// itself once the server is back.
+    /// `store` once its primary answers.
+    async fn connected(store: Self) -> Result<Self, Error> {
+        let hosts = store.servers.hosts.as_ref().expect("a store's own pool");
+        match hosts.ready(&store.servers.pool).await {
+            Ok(()) => Ok(store),
+            Err(why) => Err(Error::Database(sqlx::Error::unready(why))),
+        }
+    }
+
+    /// A store for `url`; connects on first use: a store built while its server is down
+    /// answers "unavailable" (503) and recovers by itself once the server is back.
+    ///
+    /// `url` may name several hosts as libpq does (`postgres://u@h1:5432,h2:5432/db`,
+    /// or `?host=h1,h2&port=5432,5433`; `mysql://u@n1:3306,n2:3306/db` alike), with
+    /// PostgreSQL's `target_session_attrs` (`any`, `read-write`, `read-only`, `primary`,
+    /// `standby`, `prefer-standby`; default `read-write`): the primary pool connects to
+    /// the first host, in order, whose server has that role (on MariaDB: takes writes,
+    /// and on Galera is `Synced`), and looks again whenever its server fails or turns
+    /// out to have another role (a failover), without a restart. Meanwhile requests get
+    /// "unavailable" (503) at once, never the pool's connect timeout.
     pub fn connect_lazy(url: &str) -> Result<Self, Error> {
-        Ok(Self::connect_lazy_with(Self::options(url)?))
+        let (urls, attrs) = url::split(url)?;
+        let hosts = urls
+            .iter()
+            .map(|url| DB::parse(url))
+            .collect::<Result<_, _>>()?;
+        let extra = DB::Extra::default();
+        let servers = Servers::own(Hosts::new(hosts, attrs.unwrap_or_default()), &extra);
+        Ok(Self::assemble(servers, extra, None))
     }
 
-    /// A store with explicit options; connects on first use.
+    /// A store with explicit options (one host); connects on first use.
     pub fn connect_lazy_with(options: ConnectOptionsOf<DB>) -> Self {
         let extra = DB::Extra::default();
-        let pool = DB::pool_options(&extra).connect_lazy_with(options);
-        Self::assemble(Servers::new(pool, true), extra, None)
+        let hosts = Hosts::new(vec![options], SessionAttrs::default());
+        Self::assemble(Servers::own(hosts, &extra), extra, None)
     }
 
     /// A store over a pool the host already has. Its connections keep the host's
     /// settings (no statement time bound unless the host sets one; on MariaDB the session
     /// in UTC, sqlx's default, for timestamps to read back as written); version checks go
-    /// through it as well.
+    /// through it as well. It does not follow a failover: the host's pool connects where
+    /// the host says.
     pub fn from_pool(pool: Pool<DB>) -> Self {
-        Self::assemble(Servers::new(pool, false), DB::Extra::default(), None)
+        Self::assemble(Servers::new(pool), DB::Extra::default(), None)
     }
 
     /// A store over the host's pools: `primary` for writes and for whatever must be
@@ -244,9 +356,24 @@ impl<DB: Networked> SqlStore<DB> {
         self
     }
 
-    /// A lazily connected pool for a replica at `url`, as the store would build one: the
-    /// store's session settings, and a one-second wait for a connection (a replica that
-    /// cannot be reached is left out quickly).
+    /// Lazily connected pools for the replicas at `url`, one per host it names (so the
+    /// same URL as the primary's, with `target_session_attrs=standby`, names a cluster's
+    /// standbys), as the store would build them: the store's session settings, and a
+    /// one-second wait for a connection (a replica that cannot be reached is left out
+    /// quickly; a host that is not a replica, a primary, is left out as it says so).
+    pub fn replica_pools_for(url: &str) -> Result<Vec<Pool<DB>>, Error> {
+        let (urls, _) = url::split(url)?;
+        urls.iter()
+            .map(|url| {
+                Ok(DB::pool_options(&DB::Extra::default())
+                    .acquire_timeout(Duration::from_secs(1))
+                    .connect_lazy_with(DB::parse(url)?))
+            })
+            .collect()
+    }
+
+    /// A lazily connected pool for the replica at `url` (one host): see
+    /// [`replica_pools_for`](Self::replica_pools_for).
     pub fn replica_pool(url: &str) -> Result<Pool<DB>, Error> {
         Ok(DB::pool_options(&DB::Extra::default())
             .acquire_timeout(Duration::from_secs(1))

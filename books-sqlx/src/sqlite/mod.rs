@@ -125,7 +125,7 @@ impl Engine for Sqlite {
         prefix: &str,
         _schema: Option<&str>,
     ) -> VersionCheck<Sqlite> {
-        VersionCheck::new(Dialect::Sqlite, prefix, "", None, files.own)
+        VersionCheck::new(Dialect::Sqlite, prefix, "", None, files.own.then_some(None))
     }
 }
 
