@@ -147,4 +147,14 @@ pub trait ServerSet<DB: sqlx::Database>: Debug + Clone + Send + Sync + 'static {
 
     /// Closes every pool.
     fn close(&self) -> impl Future<Output = ()> + Send;
+
+    /// Runs the version check's `work`, which reads the primary: where the set follows a
+    /// cluster, as any statement on the primary runs (once its host is known; a failure
+    /// that says the host is gone sends the next request looking for it).
+    fn on_primary<T: Send>(
+        &self,
+        work: impl Future<Output = Result<T, StoreError>> + Send,
+    ) -> impl Future<Output = Result<T, StoreError>> + Send {
+        work
+    }
 }

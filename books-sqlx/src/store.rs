@@ -152,7 +152,8 @@ impl<DB: Backend> SqlStore<DB> {
 
     /// The version check's reading (see [`VersionCheck::tallied`]).
     pub(crate) async fn tallied(&self, above: Option<i64>) -> Result<Checked, StoreError> {
-        self.check.tallied(self.servers.check_pool(), above).await
+        let check = self.check.tallied(self.servers.check_pool(), above);
+        self.servers.on_primary(check).await
     }
 
     /// The embedded migrations, recording into [`MIGRATIONS_TABLE`](crate::MIGRATIONS_TABLE):

@@ -184,8 +184,11 @@ impl<DB: Networked> Servers<DB> {
         let position = servers
             .positions
             .read(|| {
-                let (check, pool) = (store.check.clone(), servers.pool.clone());
-                async move { check.run(&pool, primary_position::<DB>()).await }
+                let (check, servers) = (store.check.clone(), servers.clone());
+                async move {
+                    let position = check.run(&servers.pool, primary_position::<DB>());
+                    servers.primary(position).await
+                }
             })
             .await
             .map_err(crate::error::shared)?;
@@ -211,6 +214,13 @@ impl<DB: Networked> ServerSet<DB> for Servers<DB> {
 
     async fn close(&self) {
         self.pool.close().await;
+    }
+
+    fn on_primary<T: Send>(
+        &self,
+        work: impl Future<Output = Result<T, StoreError>> + Send,
+    ) -> impl Future<Output = Result<T, StoreError>> + Send {
+        self.primary(work)
     }
 
     /// The primary's pool, its replicas' pools, as metrics show them.

@@ -1,0 +1,75 @@
+//! A pg_auto_failover formation (a monitor, a primary, a standby) named by its libpq
+//! multi-host URL: a planned switchover and a killed primary under writes with keys.
+
+use std::time::{Duration, Instant};
+
+use books_core::{BooksApi, Config};
+use books_sqlx::PostgresStore;
+use books_test_support::{PgAutoFailover, started};
+
+use super::{Load, nothing_lost_nothing_twice, seeded, writes_resume};
+
+/// A formation, a migrated store over its URL, the API, and a book to read.
+async fn formation() -> (PgAutoFailover, PostgresStore, BooksApi, (i64, i64)) {
+    let formation = started(PgAutoFailover::start(), "a pg_auto_failover formation");
+    assert!(formation.create_database("books"), "database books");
+    let store = PostgresStore::connect_lazy(&formation.url("books")).expect("a multi-host URL");
+    store.migrate().await.expect("migrated on the primary");
+    let seeded = seeded(&store).await;
+    let api = BooksApi::new(store.clone(), Config::default());
+    (formation, store, api, seeded)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(books_test_pg_auto_failover),
+    ignore = "pg_autoctl is not installed (.ci/install-clusters)"
+)]
+async fn a_planned_switchover_under_writes_loses_nothing_and_writes_resume() {
+    let (formation, store, api, seeded) = formation().await;
+    let load = Load::start(&api, seeded, "switchover", 8, 2);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let old = formation.primary_port().expect("a primary");
+    let new = tokio::task::spawn_blocking(move || {
+        let new = formation.switchover();
+        (formation, new)
+    });
+    let (formation, new) = new.await.expect("the switchover");
+    let new = new.expect("a new primary");
+    assert_ne!(new, old);
+    let accepting = Instant::now();
+    let resumed = writes_resume(&load, accepting, Duration::from_secs(2)).await;
+    eprintln!("switchover: the first create {resumed:?} after the new primary took writes");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let seen = load.stop().await;
+    eprintln!("switchover: {:?}", seen.statuses);
+    nothing_lost_nothing_twice(&store, &seen).await;
+    drop(formation);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(books_test_pg_auto_failover),
+    ignore = "pg_autoctl is not installed (.ci/install-clusters)"
+)]
+async fn a_killed_primary_under_writes_loses_nothing_and_writes_resume() {
+    let (mut formation, store, api, seeded) = formation().await;
+    let load = Load::start(&api, seeded, "killed", 8, 2);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let old = formation.kill_primary().expect("the primary killed");
+    let (formation, new) = tokio::task::spawn_blocking(move || {
+        let new = formation.wait_for_primary(Some(old), Duration::from_secs(60));
+        (formation, new)
+    })
+    .await
+    .expect("the failover");
+    new.expect("the standby promoted");
+    let accepting = Instant::now();
+    let resumed = writes_resume(&load, accepting, Duration::from_secs(2)).await;
+    eprintln!("killed primary: the first create {resumed:?} after the new primary took writes");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let seen = load.stop().await;
+    eprintln!("killed primary: {:?}", seen.statuses);
+    nothing_lost_nothing_twice(&store, &seen).await;
+    drop(formation);
+}
