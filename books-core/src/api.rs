@@ -170,7 +170,7 @@ impl BooksApi {
     {
         // Taken apart before the future is made, which uses the parts in place: an
         // `async fn` keeps its arguments twice in its state (as given, and bound), and
-        // the request once more (docs/benchmark-history.md, "304s").
+        // the request once more (`scripts/load.py --instructions --workloads 304`).
         let (parts, body) = request.into_parts();
         let api = self.clone();
         async move {
@@ -178,7 +178,7 @@ impl BooksApi {
             let id = id.unwrap_or_else(|| RequestId::from_headers(&parts.headers));
             let (routed, route) = api.destination(&parts);
             // DEBUG: a span at a level a subscriber keeps costs it a few microseconds per
-            // request, a fifth of a ping (docs/benchmark-history.md, "Logging").
+            // request, a fifth of a ping (`scripts/load.py` with `RUST_LOG=books_core=debug`).
             let span =
                 tracing::debug_span!("request", id = %id, method = %parts.method, route = %route);
             let respond = api.respond(&parts, routed, body, &id);

@@ -74,7 +74,7 @@ impl Coding {
             Coding::Br => {
                 let mut out = Vec::new();
                 // Quality 5 of 11: close to the best ratio on JSON at a tenth of its time,
-                // as servers compressing on the fly choose (docs/benchmark-history.md, "Issue 24").
+                // as servers compressing on the fly choose (`scripts/load.py --edge` measures it).
                 let params = brotli::enc::BrotliEncoderParams {
                     quality: 5,
                     lgwin: 22,
@@ -84,8 +84,8 @@ impl Coding {
                 Some(out)
             }
             // ruzstd (pure Rust) at its fastest level, about zstd's level 1: the C
-            // library's build took a core for 22 s of the first build (docs/benchmark-history.md,
-            // "First build"). Its encoder is young: a panic in it costs the answer its
+            // library's build took a core for 22 s of the first build (`cargo build --release
+            // --timings` on a fresh clone). Its encoder is young: a panic in it costs the answer its
             // compression, not the request.
             Coding::Zstd => std::panic::catch_unwind(|| {
                 ruzstd::encoding::compress_to_vec(body, ruzstd::encoding::CompressionLevel::Fastest)

@@ -117,8 +117,8 @@ type LabelsAt = (*const u8, *const u8, usize, *const u8);
 thread_local! {
     /// Registered once per thread and label set: registering per answer looks the key up
     /// in the recorder's registry (hashing and comparing its labels, and with Prometheus
-    /// copying them), which cost more than the rest of a ping (docs/benchmark-history.md, "The
-    /// server's fixed cost").
+    /// copying them), which cost more than the rest of a ping (`scripts/load.py
+    /// --metrics-cost`).
     static HANDLES: RefCell<Handles> = RefCell::default();
 }
 

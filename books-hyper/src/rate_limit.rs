@@ -11,7 +11,7 @@
 //! Memory: a client's entry lives while its bucket is not full again, at most
 //! `burst / rate` seconds after its last request, and is swept once a second, so the
 //! table holds the clients seen in about the last `burst / rate + 1` seconds, tens of
-//! bytes each (docs/benchmark-history.md, "Issue 24": 100,000 distinct clients, 52 bytes each).
+//! bytes each (`scripts/load.py --edge`: 100,000 distinct clients, 52 bytes each).
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::num::NonZeroU32;

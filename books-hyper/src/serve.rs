@@ -2,8 +2,8 @@
 //! timeouts and graceful shutdown, each request answered by the handler (`handler.rs`:
 //! the server's own refusals, the operator endpoints, CORS, rate limits, shedding, then
 //! the API). It served them through the warp binding until a profile put warp's filters
-//! and the request it rebuilds at a fifth of a ping's instructions (docs/benchmark-history.md, "The
-//! server's fixed cost").
+//! and the request it rebuilds at a fifth of a ping's instructions (`scripts/load.py
+//! --instructions --workloads ping`).
 
 use std::future::Future;
 use std::io;
@@ -92,7 +92,7 @@ pub async fn serve_with(
 ) -> io::Result<()> {
     // One loop for every caller: generic over the shutdown future, the whole loop (and
     // hyper's connection code in it) would be compiled again in each crate that calls
-    // it (docs/benchmark-history.md, "First build").
+    // it (`cargo build --release --timings`).
     serve_until(listener, api, limits, operations, edge, Box::pin(shutdown)).await
 }
 
@@ -132,7 +132,7 @@ async fn serve_until(
     // connection tell which. A connection whose first bytes cannot begin HTTP/2's preface
     // goes straight to hyper's HTTP/1.1 connection; the auto builder, which reads the
     // first bytes itself and then serves through a rewinding wrapper, takes the rest
-    // (docs/benchmark-history.md, "The HTTP/1.1 connection").
+    // (`scripts/load.py --bindings` and `--instructions` measure the loop).
     // An answer's head and body go out in one buffer, one `write`: the kernel takes one
     // buffer for less than two (`writev`), 2–5% of the CPU per answer ("The HTTP/1.1
     // connection").
@@ -223,7 +223,7 @@ async fn serve_until(
 /// earlier one is pending, even on the thread that is running tasks
 /// (tokio-rs/tokio#5207). Exact mode's version check sets one per wave and hyper's
 /// header timeout one per request, and between waves no other timer is pending: a third
-/// of a system call per cached read (docs/benchmark-history.md, "The end of issue 23"). With the
+/// of a system call per cached read (`strace -c` on the server under `scripts/load.py`). With the
 /// tick pending, every longer timer is set without a wake.
 struct Housekeeping(tokio::task::JoinHandle<()>);
 

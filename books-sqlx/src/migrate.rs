@@ -28,7 +28,7 @@ pub(crate) const MYSQL: &[(&str, &str)] = embedded!("mysql": "0001_books.sql");
 /// folder: the same versions, descriptions and checksums) recording into
 /// [`MIGRATIONS_TABLE`]. Built from embedded text rather than by `migrate!`, which
 /// needs sqlx's `macros` feature and with it the drivers built a second time for the
-/// compiler (docs/benchmark-history.md, "First build").
+/// compiler (`cargo build --release --timings`).
 pub(crate) fn migrator_of(files: &[(&'static str, &'static str)]) -> Migrator {
     let migrations = files
         .iter()

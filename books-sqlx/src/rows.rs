@@ -51,7 +51,7 @@ pub struct PageRow {
 /// statements answer in binary, PostgreSQL's simple protocol in text: sqlx decodes
 /// both). Written out rather than derived: sqlx's `FromRow` derive needs its `macros`
 /// feature, which builds the database drivers a second time for the compiler
-/// (docs/benchmark-history.md, "First build").
+/// (`cargo build --release --timings`).
 pub trait StoreRow: Row {
     fn book(&self) -> Result<BookRow, sqlx::Error>;
     fn versioned(&self) -> Result<VersionedRow, sqlx::Error>;

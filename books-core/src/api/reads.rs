@@ -24,7 +24,7 @@ use crate::store::ListQuery;
 impl BooksApi {
     /// The ping answer, rendered once per second and format (the extended ping's time has
     /// whole seconds) and copied from then on: rendering it cost more than the rest of
-    /// the API's part of a ping (docs/benchmark-history.md, "The fixed cost").
+    /// the API's part of a ping (`scripts/load.py --instructions --workloads ping`).
     pub(super) fn ping(&self, format: Format) -> Response<Bytes> {
         let config = &self.inner.config;
         let extended = config.extended_ping();

@@ -16,7 +16,7 @@
 //! - a write runs in a transaction begun with the same `SET LOCAL`, its statements
 //!   unnamed (`persistent(false)`): four round trips (begin, parse, execute, commit).
 //!
-//! docs/benchmark-history.md ("Behind a transaction pooler") measures what that costs.
+//! `scripts/load.py --pooler` measures what that costs.
 
 use std::future::Future;
 use std::time::Duration;
