@@ -34,13 +34,16 @@ pub async fn listening(child: &mut Child) -> SocketAddr {
     addr.parse().expect("an address")
 }
 
-/// The server binary on an ephemeral loopback port with `args`, logging errors only;
-/// killed when the child is dropped.
+/// The server binary on an ephemeral loopback port with `args`, logging errors only (or
+/// what `BOOKS_TEST_SERVER_LOG` says, a `RUST_LOG` filter); killed when the child is dropped.
 pub async fn server(args: &[&str]) -> (Child, SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_books-api"))
         .args(["--listen", "127.0.0.1:0"])
         .args(args)
-        .env("RUST_LOG", "error")
+        .env(
+            "RUST_LOG",
+            std::env::var("BOOKS_TEST_SERVER_LOG").unwrap_or("error".into()),
+        )
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()

@@ -201,6 +201,9 @@ impl Networked for Postgres {
         let (in_recovery, read_only): (bool, bool) = sqlx::query_as(
             "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'",
         )
+        // Never a named statement: behind a transaction pooler, another client's
+        // connection may have prepared one of the same name on the same server session.
+        .persistent(false)
         .fetch_one(conn)
         .await?;
         Ok(Role {
