@@ -6,12 +6,15 @@ mixed workload (95% reads over the first 10 pages, 5% creates, 32 connections);
 throughput ratio to hand-written. Ping is also asked of bare hyper serving our ping's
 bytes: what no server that does more can beat. `--before` adds an older server binary on
 a database of its own. With `--push`, our server runs PostgreSQL in push mode (what every
-write then costs); with `--cache-off`, without its cache (`--cache-entries 0`).
+write then costs); with `--cache-off`, without its cache (`--cache-entries 0`). Writes every
+round's measures to `target/load/versus.json` and the chart to `docs/charts/versus.svg`
+(`versus-cache-off`, `versus-push` for those runs; `scripts/loadrun/charts.py` redraws it).
 
 `--cache-memory`: the server's RSS with its cache empty and full at its default bound,
 SQLite with `--books` rows.
 """
 
+import json
 import os
 import shutil
 import statistics
@@ -19,6 +22,7 @@ import tempfile
 import urllib.error
 import urllib.request
 
+from loadrun.charts import CHARTS, versus_chart
 from loadrun.harness import (
     POST_LUA,
     RELEASE,
@@ -76,6 +80,8 @@ def versus(args):
         runs = {name: run for name, run in runs.items() if name.split()[0] in args.workloads.split(",")}
     print(f"{args.rounds} rounds x {args.seconds}s, servers on core 0 (one runtime thread), wrk -t1 on core 1; "
           f"{args.books:,} books to start with.\n")
+    saved = {"books": args.books, "rounds": args.rounds, "seconds": args.seconds, "push": args.push,
+             "cache_off": args.cache_off, "stores": {}}
     print("| store | workload | server | req/s | p99 | CPU µs/req | throughput ratio |")
     print("|---|---|---|---|---|---|---|")
     for store in args.stores.split(","):
@@ -116,9 +122,17 @@ def versus(args):
                 ratio = statistics.median(a["rps"] / b["rps"] for a, b in pairs)
                 print(f"| {store} | {name} | {target} | {rate(rs)} | "
                       f"{rs[-1]['p99']} | {statistics.median(r['cpu_us'] for r in rs):.1f} | {ratio:.2f}x |")
+                saved["stores"].setdefault(store, {}).setdefault(name, {})[target] = rs
         finally:
             stop(procs.values())
     shutil.rmtree(tmp, ignore_errors=True)
+    name = "versus" + ("-cache-off" if args.cache_off else "") + ("-push" if args.push else "")
+    os.makedirs(os.path.join(ROOT, "target", "load"), exist_ok=True)
+    with open(os.path.join(ROOT, "target", "load", f"{name}.json"), "w") as f:
+        json.dump(saved, f)
+    versus_chart(saved, os.path.join(CHARTS, f"{name}.svg"))
+    print(f"\nChart: docs/charts/{name}.svg (redraw: python3 scripts/loadrun/charts.py versus "
+          f"target/load/{name}.json --out docs/charts/{name}.svg)")
 
 
 def cache_memory(args):
