@@ -245,8 +245,8 @@ def deep_pages_chart(results, path):
     plot_h = len(rows) * group
     width, height = int(left + plot_w + 110), top + plot_h + 60
     books = sorted({r["books"] for r in rows})
-    subtitle = (f"ms per request through the API, cache off, at {', '.join(f'{b:,}' for b in books)} books; "
-                "the last page is page books / 20")
+    subtitle = (f"ms per request through the API (median), cache off, at {', '.join(f'{b:,}' for b in books)} "
+                "books, 20 a page")
     desc = "; ".join(f"{r['store']}: page 1 {r['page_1_ms']} ms, last page {r['last_page_ms']} ms, "
                      f"{times(r['last_page_ms'] / r['page_1_ms'])}" for r in rows)
     svg = Svg(width, height, "The last page against page 1", subtitle + ". " + desc + ".")
@@ -365,15 +365,25 @@ def main():
                         "or - to read it from stdin and print it through")
     parser.add_argument("--out", help="default docs/charts/<chart>.svg")
     args = parser.parse_args()
-    text = sys.stdin.read() if args.results == "-" else open(args.results, encoding="utf-8").read()
     if args.results == "-":
-        sys.stdout.write(text)
+        # Passed through as it comes, so a piped run's table still shows while it runs.
+        lines = []
+        for line in sys.stdin:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            lines.append(line)
+        text = "".join(lines)
+    else:
+        with open(args.results, encoding="utf-8") as f:
+            text = f.read()
     try:
         results = json.loads(text)
     except json.JSONDecodeError:
         if args.chart != "deep-pages":
             raise
         results = growth_rows(text)
+    if not results:
+        sys.exit(f"charts.py: no results in {args.results}")
     out = args.out or os.path.join(CHARTS, f"{args.chart}.svg")
     CHARTS_BY_NAME[args.chart](results, out)
     print(f"wrote {os.path.relpath(out)}", file=sys.stderr)
