@@ -169,7 +169,7 @@ def versus_chart(results, path):
     high = max([1.5] + [b[3] for b in bars]) * 1.1
     ticks = log_ticks(low, high)
     left, plot_w, bar_h, gap = 20 + max(width_of(w, 13) for w in workloads), 560, 14, 14
-    rows = sum(1 for _ in bars) * (bar_h + 3) + len(workloads) * gap
+    rows = len(bars) * (bar_h + 3) + len(workloads) * gap
     top, height = 92, 92 + rows + 60
     width = int(left + plot_w + 80)
     mode = ", ".join(m for m, on in (("our cache off", results.get("cache_off")),
