@@ -13,6 +13,8 @@ the same bytes) and beside a hand-written axum + sqlx server.
     python3 scripts/load.py --pooler [--rounds 3] [--seconds 5]
     python3 scripts/load.py --replicas [--stores postgres,mysql] [--rounds 3] [--seconds 5]
     python3 scripts/load.py --edge [--rounds 3] [--seconds 5]
+    python3 scripts/load.py --failover [--events pg-switchover,pg-kill,galera-kill] [--seconds 60] [--before OLD_BINARY]
+    python3 scripts/load.py --galera-reads [--rounds 3] [--seconds 5]
 
 Builds the release binaries, installs wrk (apt) and oha (cargo) if missing, pins every
 server to core 0 with one runtime thread (TOKIO_WORKER_THREADS=1) and the load
@@ -26,6 +28,8 @@ import sys
 
 from loadrun.baselines import beside_baselines, bindings, cache_compare, metrics_cost
 from loadrun.edge import edge
+from loadrun.failover import failover
+from loadrun.galera_reads import galera_reads
 from loadrun.harness import ensure_tools
 from loadrun.instructions import instructions
 from loadrun.scale_out import pooler, replicas
@@ -38,6 +42,8 @@ MODES = {
     "pooler": pooler,
     "replicas": replicas,
     "edge": edge,
+    "failover": failover,
+    "galera_reads": galera_reads,
     "instructions": instructions,
     "cache_memory": cache_memory,
     "versus": versus,
@@ -63,15 +69,20 @@ def main():
     parser.add_argument("--pooler", action="store_true")
     parser.add_argument("--replicas", action="store_true")
     parser.add_argument("--edge", action="store_true")
+    parser.add_argument("--failover", action="store_true")
+    parser.add_argument("--galera-reads", action="store_true")
+    parser.add_argument("--events", help="--failover: of pg-switchover,pg-kill,galera-kill")
     parser.add_argument("--push", action="store_true", help="--versus: our server in PostgreSQL push mode")
     parser.add_argument("--cache-off", action="store_true", help="--versus: our server without its cache")
     parser.add_argument("--workloads", help="--versus: only these, by first word (ping,list,get,creates,mixed); "
                         "--instructions: of ping,list,304")
     parser.add_argument("--books", type=int, default=200_000)
-    parser.add_argument("--before", help="--metrics-cost, --instructions, --cache, --versus: an older server binary to run beside")
+    parser.add_argument("--before", help="--metrics-cost, --instructions, --cache, --versus, --failover: an older server binary to run beside")
     args = parser.parse_args()
     if args.replicas and args.stores == parser.get_default("stores"):
         args.stores = "postgres"
+    if args.failover and args.seconds == parser.get_default("seconds"):
+        args.seconds = 60
     chosen = [run for flag, run in MODES.items() if getattr(args, flag)]
     ensure_tools(fixed_rate=not chosen)
     return (chosen[0] if chosen else beside_baselines)(args)

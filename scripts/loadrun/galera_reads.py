@@ -1,0 +1,83 @@
+"""`--galera-reads`: what Galera's causality wait costs a read, the choice the MariaDB
+store makes on every node (`wsrep_sync_wait = 1`) against reading without it.
+
+A three-node cluster (`test-support`'s `--example cluster galera`) with 1,000 books; node
+0 takes one-row inserts from 4 connections throughout (the writes a read must wait for);
+node 1 answers the store's version-check read (`SUM(n), SUM(version)` over its counter
+rows) and a page of 20 books from 8 connections, with `wsrep_sync_wait` 0 and 1 in
+alternating rounds (`mariadb-slap`, the same three statements each time, the `SET`
+included). Reports statements per second of each and their ratio, per round and as the
+median.
+"""
+
+import re
+import statistics
+import subprocess
+import threading
+
+from loadrun.failover import EXAMPLE
+from loadrun.harness import ROOT, run
+
+READS = ("SELECT SUM(n), SUM(version) FROM books.book_count; "
+         "SELECT id, title, year FROM books.books ORDER BY id LIMIT 20")
+WRITE = "INSERT INTO books.books (title, author_id, year, created_at, updated_at) VALUES ('w', NULL, 2020, NOW(), NOW())"
+
+
+def slap(port, query, concurrency, queries):
+    """`mariadb-slap`'s average seconds for `queries` runs of `query` (`;`-separated)."""
+    out = subprocess.run(
+        ["mariadb-slap", "--no-defaults", "-h127.0.0.1", f"-P{port}", "-uroot", "--create-schema=books",
+         f"--query={query}", "--delimiter=;", f"--concurrency={concurrency}",
+         f"--number-of-queries={queries}", "--iterations=1"],
+        check=True, capture_output=True, text=True).stdout
+    return float(re.search(r"Average number of seconds to run all queries: ([\d.]+)", out).group(1))
+
+
+def galera_reads(args):
+    run(["cargo", "build", "--release", "-p", "books-test-support", "--example", "cluster"], cwd=ROOT)
+    cluster = subprocess.Popen([EXAMPLE, "galera"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    urls = []
+    for line in cluster.stdout:
+        if line.strip() == "ready":
+            break
+        urls.append(line.split(" ", 1)[1].strip())
+    ports = [int(host.rsplit(":", 1)[1]) for host in urls[0].split("@", 1)[1].split("/", 1)[0].split(",")]
+    # The server migrates and loads its demo data; then 1,000 books in SQL.
+    server = subprocess.Popen([ROOT + "/target/release/books-api", "--listen", "127.0.0.1:18310",
+                               "--database-url", urls[-2]], stdout=subprocess.PIPE, text=True)
+    for line in server.stdout:
+        if "listening on" in line:
+            break
+    server.terminate()
+    server.wait()
+    fill = ("INSERT INTO books.books (title, author_id, year, created_at, updated_at) "
+            "SELECT CONCAT('b', seq), NULL, 2000 + seq % 20, NOW(), NOW() FROM seq_1_to_1000")
+    subprocess.run(["mariadb", "--no-defaults", "-h127.0.0.1", f"-P{ports[0]}", "-uroot", "-e", fill], check=True)
+    halt = threading.Event()
+
+    def writes():
+        while not halt.is_set():
+            slap(ports[0], WRITE, 4, 400)
+
+    writer = threading.Thread(target=writes)
+    writer.start()
+    rounds, queries = [], 2000 * args.seconds
+    try:
+        for _ in range(args.rounds):
+            rates = {}
+            for wait in (0, 1):
+                query = f"SET SESSION wsrep_sync_wait = {wait}; {READS}"
+                rates[wait] = queries / slap(ports[1], query, 8, queries)
+            rounds.append(rates)
+    finally:
+        halt.set()
+        writer.join()
+        cluster.stdin.close()
+        cluster.wait(timeout=120)
+    print("Version check + page of 20 on node 1 (8 connections) while node 0 takes inserts (4 connections):\n")
+    print("| round | wsrep_sync_wait = 0, statements/s | = 1, statements/s | 1 / 0 |")
+    print("|---|---|---|---|")
+    for n, rates in enumerate(rounds, 1):
+        print(f"| {n} | {rates[0]:,.0f} | {rates[1]:,.0f} | {rates[1] / rates[0]:.2f}x |")
+    ratio = statistics.median(r[1] / r[0] for r in rounds)
+    print(f"\nmedian ratio: {ratio:.2f}x")
