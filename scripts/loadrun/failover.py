@@ -114,7 +114,12 @@ def one_run(binary, event, seconds, own_urls):
     try:
         for port, url in zip(ports, chosen):
             procs.append(start([binary, "--listen", f"127.0.0.1:{port}", "--database-url", url], port))
-        page = json.loads(Client(ports[0]).send("GET", "/api/books?include=author")[2])["data"]
+        deadline = time.time() + 60
+        while (answer := Client(ports[0]).send("GET", "/api/books?include=author"))[0] != 200:
+            if time.time() > deadline:
+                raise RuntimeError(f"the server does not answer its list: {answer}")
+            time.sleep(0.5)
+        page = json.loads(answer[2])["data"]
         first = next(book for book in page if book.get("author"))
         run, halt = Run(), threading.Event()
         threads = [threading.Thread(target=writer, args=(run, n, ports, first["author"]["id"], halt))

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use books_core::store::{StoreError, Version};
 use sqlx::pool::PoolOptions;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions, Postgres};
-use sqlx::{AssertSqlSafe, Transaction};
+use sqlx::{AssertSqlSafe, Row, Transaction};
 
 use self::push::{Notify, Push};
 use self::session::{Session, session_settings};
@@ -198,14 +198,15 @@ impl Networked for Postgres {
     }
 
     async fn role(conn: &mut PgConnection) -> Result<Role, sqlx::Error> {
-        let (in_recovery, read_only): (bool, bool) = sqlx::query_as(
+        // One simple-protocol message, no statement prepared: behind a transaction pooler,
+        // a named statement may exist already on the server session it lands on (another
+        // client's), and an unnamed one may be gone by the time it is bound.
+        let row = sqlx::raw_sql(AssertSqlSafe(
             "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'",
-        )
-        // Never a named statement: behind a transaction pooler, another client's
-        // connection may have prepared one of the same name on the same server session.
-        .persistent(false)
+        ))
         .fetch_one(conn)
         .await?;
+        let (in_recovery, read_only): (bool, bool) = (row.try_get(0)?, row.try_get(1)?);
         Ok(Role {
             writable: !read_only,
             in_recovery,

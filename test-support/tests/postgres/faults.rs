@@ -1,6 +1,7 @@
 //! Faults on the way to the database: nothing listening, a silent path, a cut one.
 
 use super::*;
+use books_sqlx::RETRY_AFTER;
 
 /// A store of a fresh migrated schema that reaches the server through `port` (where
 /// nothing listens until a [`Proxy`] does), and the real server's address.
@@ -42,7 +43,9 @@ async fn unreachable_server_is_503_then_recovers() {
         "not ready while nothing listens"
     );
 
+    // A search that found no server refuses requests for RETRY_AFTER; the next looks again.
     let _proxy = Proxy::start(port, real).await;
+    tokio::time::sleep(RETRY_AFTER).await;
     assert_eq!(get(&api, "/api/books").await, 200);
     assert_eq!(get(&api, "/api/books/1").await, 404);
     api.ready().await.expect("ready once the server answers");
@@ -74,12 +77,14 @@ async fn version_check_connection_recovers() {
         started.elapsed()
     );
     proxy.silence(false);
+    tokio::time::sleep(RETRY_AFTER).await;
     assert_eq!(store.version().await.unwrap(), version, "path back");
 
     drop(proxy);
     assert!(unavailable(store.version().await), "cut off");
     assert!(unavailable(store.version().await), "still cut off");
     let _proxy = Proxy::start(port, real).await;
+    tokio::time::sleep(RETRY_AFTER).await;
     assert_eq!(store.version().await.unwrap(), version, "reachable again");
 }
 
