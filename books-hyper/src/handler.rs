@@ -27,6 +27,9 @@ pub(crate) struct Handler {
     pub(crate) in_flight: AtomicUsize,
     pub(crate) cors: Option<Cors>,
     pub(crate) limiter: Option<Arc<Limiter>>,
+    /// Whether API requests continue their callers' W3C trace context.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) trace_context: bool,
 }
 
 impl Handler {
@@ -103,10 +106,10 @@ impl Handler {
         // the store's own waits, and skip the timer (a fifteenth of a ping's
         // instructions).
         if bodiless {
-            let response = self.api.handle_as(request, id).await;
+            let response = self.api_answer(request, id).await;
             return Ok(self.finish(response.map(Full::new), origin, rate));
         }
-        let answer = self.api.handle_as(request, id.clone());
+        let answer = self.api_answer(request, id.clone());
         let answered = tokio::time::timeout(self.limits.request_timeout, answer).await;
         let Ok(response) = answered else {
             metrics::counter!(books_core::metrics::REJECTIONS, "reason" => "timeout").increment(1);
@@ -115,6 +118,21 @@ impl Handler {
             return Err(io::Error::new(io::ErrorKind::TimedOut, "request timed out"));
         };
         Ok(self.finish(response.map(Full::new), origin, rate))
+    }
+
+    /// The API's answer, in the caller's trace when the server continues trace context.
+    async fn api_answer(
+        &self,
+        request: hyper::Request<Incoming>,
+        id: RequestId,
+    ) -> http::Response<bytes::Bytes> {
+        #[cfg(feature = "opentelemetry")]
+        if self.trace_context {
+            let parent = crate::trace_context::extract(request.headers());
+            let answer = self.api.handle_as(request, id);
+            return crate::trace_context::within(parent, answer).await;
+        }
+        self.api.handle_as(request, id).await
     }
 
     /// An API route's answer with the CORS and rate-limit fields the request earned.
