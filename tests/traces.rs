@@ -242,6 +242,91 @@ async fn a_callers_trace_continues_through_the_server_span_to_the_store() {
         server.parent_span_id.is_empty(),
         "a new trace without traceparent"
     );
+    // Exact mode asked the store's version first: this request sent the check, whose
+    // query is under it.
+    let check = spans
+        .iter()
+        .find(|span| span.parent_span_id == server.span_id && span.name == "version_check")
+        .expect("a version check under the server span");
+    assert_eq!(
+        attribute(check, "books.version_check.shared").as_deref(),
+        Some("false")
+    );
+    let query = spans
+        .iter()
+        .find(|span| span.parent_span_id == check.span_id)
+        .unwrap_or_else(|| panic!("the version query under the check: {spans:#?}"));
+    assert_eq!(query.name, "store version");
+}
+
+#[tokio::test]
+async fn writes_show_their_idempotency_and_if_match_work() {
+    let (collector, mut arrived) = receiver(Collector::Answers).await;
+    let (_server, addr) = server(&format!("http://{collector}"), &[]).await;
+    let body = r#"{"title":"Traced","author_id":1,"year":2020}"#;
+    let json = ("content-type", "application/json");
+    let created = common::call(
+        addr,
+        "POST",
+        "/api/books",
+        &[
+            json,
+            ("idempotency-key", "key-1"),
+            ("x-request-id", "create-1"),
+        ],
+        body,
+    )
+    .await;
+    assert_eq!(created.status, 201);
+    let location = created.header("location").unwrap();
+    let path = &location[location.find("/api/").unwrap()..];
+    let etag = created.header("etag").unwrap().to_owned();
+    let updated = common::call(
+        addr,
+        "PUT",
+        path,
+        &[json, ("if-match", &etag), ("x-request-id", "update-1")],
+        r#"{"title":"Traced again","author_id":1,"year":2021}"#,
+    )
+    .await;
+    assert_eq!(updated.status, 200);
+
+    let child = |spans: &[Span], id: &str, name: &str| -> Option<Span> {
+        let server = server_span(spans, id)?;
+        spans
+            .iter()
+            .find(|span| span.parent_span_id == server.span_id && span.name == name)
+            .cloned()
+    };
+    let spans = spans_until(&mut arrived, |spans| {
+        child(spans, "create-1", "idempotency").is_some()
+            && child(spans, "update-1", "if_match").is_some()
+    })
+    .await;
+    let create = server_span(&spans, "create-1").unwrap();
+    assert_eq!(create.name, "POST /api/books");
+    assert_eq!(
+        attribute(create, "http.response.status_code").as_deref(),
+        Some("201")
+    );
+    let keyed = child(&spans, "create-1", "idempotency").unwrap();
+    assert_eq!(
+        attribute(&keyed, "books.idempotency.outcome").as_deref(),
+        Some("stored")
+    );
+    assert!(
+        spans
+            .iter()
+            .any(|span| span.parent_span_id == keyed.span_id && span.name == "store create"),
+        "the keyed create's store call under the idempotency span"
+    );
+    let update = server_span(&spans, "update-1").unwrap();
+    assert_eq!(update.name, "PUT /api/books/{id}");
+    let conditional = child(&spans, "update-1", "if_match").unwrap();
+    assert_eq!(
+        attribute(&conditional, "books.if_match.outcome").as_deref(),
+        Some("done")
+    );
 }
 
 #[tokio::test]
