@@ -200,24 +200,24 @@ impl Cache {
             let (entries, source) = (self.entries.clone(), source.clone());
             let parent = span.clone();
             async move {
-                    // Sent from here on: a write this process finishes later is not in it.
-                    let (above, mark) = {
-                        let entries = lock(&entries);
-                        (entries.tally_above(), entries.mark())
-                    };
-                    let reading = read_version(&source, above).await?;
-                    if lock(&entries).checked(reading, mark) == Moved::Rewritten {
-                        crate::metrics::cache_rewritten();
-                        tracing::warn!(
-                            history = reading.version.history,
-                            count = reading.version.count,
-                            "the store's history was rewritten (a failover that lost writes, \
-                             a restored backup, a database created again): every cached answer dropped"
-                        );
-                    }
-                    Ok(reading)
+                // Sent from here on: a write this process finishes later is not in it.
+                let (above, mark) = {
+                    let entries = lock(&entries);
+                    (entries.tally_above(), entries.mark())
+                };
+                let reading = read_version(&source, above).await?;
+                if lock(&entries).checked(reading, mark) == Moved::Rewritten {
+                    crate::metrics::cache_rewritten();
+                    tracing::warn!(
+                        history = reading.version.history,
+                        count = reading.version.count,
+                        "the store's history was rewritten (a failover that lost writes, \
+                         a restored backup, a database created again): every cached answer dropped"
+                    );
                 }
-                .instrument(parent)
+                Ok(reading)
+            }
+            .instrument(parent)
         });
         // A span no subscriber wants is not entered around every poll.
         let reading = if span.is_disabled() {
