@@ -28,10 +28,11 @@ use crate::request_id::RequestId;
 use crate::route::UNMATCHED;
 use crate::store::Conditional;
 
-/// Whether spans at `DEBUG` can be kept at all: one comparison with the level the
-/// subscriber asked for, before anything looks up the current span.
+/// Whether a subscriber keeps this crate's `DEBUG` spans at all: the callsite's cached
+/// interest (a load and a comparison when none does), before anything looks up the
+/// current span.
 fn wanted() -> bool {
-    tracing::level_enabled!(tracing::Level::DEBUG)
+    tracing::span_enabled!(tracing::Level::DEBUG)
 }
 
 /// The server span of one request routed to `route` (relative to `prefix`).
@@ -41,14 +42,10 @@ pub(crate) fn request_span(
     prefix: &str,
     route: &'static str,
 ) -> Span {
-    // Nothing below (the `Host` look-up above all) for a subscriber that keeps no
-    // `DEBUG` span: a twentieth of a ping's instructions
+    // Every field is computed inside the macro, only when the span is kept: the `Host`
+    // look-up alone was a twentieth of a ping's instructions with tracing off
     // (`scripts/load.py --instructions --workloads ping`).
-    if !wanted() {
-        return Span::none();
-    }
     let route = (route != UNMATCHED).then_some(Template { prefix, route });
-    let (host, port) = authority(parts);
     tracing::debug_span!(
         "request",
         id = %id,
@@ -59,8 +56,8 @@ pub(crate) fn request_span(
         http.route = route.map(display),
         url.path = parts.uri.path(),
         url.query = parts.uri.query(),
-        server.address = host,
-        server.port = port,
+        server.address = authority(parts).0,
+        server.port = authority(parts).1,
         user_agent.original = parts.headers.get(USER_AGENT).and_then(|v| v.to_str().ok()),
         http.response.status_code = Empty,
         "error.type" = Empty,
@@ -151,7 +148,7 @@ pub(crate) fn store_failed(span: &Span, outcome: &'static str) {
 /// For a store: records on the current store call's span which database system
 /// answered (`db.system.name`: `postgresql`, `mysql`, `mariadb`, `sqlite` …), from which
 /// pool (`primary` or `replica`) and, when known, which server (`host:port`). Costs a
-/// level comparison when no subscriber keeps the spans.
+/// load and a comparison when no subscriber keeps the spans.
 pub fn store_answered_by(system: &'static str, pool: &'static str, server: Option<&str>) {
     if wanted() {
         let span = Span::current();
