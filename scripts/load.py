@@ -15,6 +15,7 @@ the same bytes) and beside a hand-written axum + sqlx server.
     python3 scripts/load.py --edge [--rounds 3] [--seconds 5]
     python3 scripts/load.py --failover [--events pg-switchover,pg-kill,galera-kill] [--seconds 60] [--before OLD_BINARY]
     python3 scripts/load.py --galera-reads [--rounds 3] [--seconds 5]
+    python3 scripts/load.py --traces [--rounds 3] [--seconds 5]
 
 Builds the release binaries, installs wrk (apt) and oha (cargo) if missing, pins every
 server to core 0 with one runtime thread (TOKIO_WORKER_THREADS=1) and the load
@@ -34,6 +35,7 @@ from loadrun.harness import ensure_tools
 from loadrun.instructions import instructions
 from loadrun.scale_out import pooler, replicas
 from loadrun.shedding import shedding
+from loadrun.traces import traces
 from loadrun.versus import cache_memory, versus
 
 
@@ -45,6 +47,7 @@ MODES = {
     "failover": failover,
     "galera_reads": galera_reads,
     "instructions": instructions,
+    "traces": traces,
     "cache_memory": cache_memory,
     "versus": versus,
     "cache": cache_compare,
@@ -66,6 +69,7 @@ def main():
     parser.add_argument("--versus", action="store_true")
     parser.add_argument("--cache-memory", action="store_true")
     parser.add_argument("--instructions", action="store_true")
+    parser.add_argument("--traces", action="store_true")
     parser.add_argument("--pooler", action="store_true")
     parser.add_argument("--replicas", action="store_true")
     parser.add_argument("--edge", action="store_true")

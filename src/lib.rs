@@ -1,7 +1,7 @@
 //! The books API server: books-hyper's serve loop (re-exported here: [`serve`],
 //! [`Limits`], [`ClientPolicy`], [`Operations`] …) over the store a URL names
 //! ([`Store`]), configured by the command line ([`Options`]), with a Prometheus exporter
-//! ([`install_metrics`]). The binary (`cargo run --release`) puts them together; the
+//! ([`install_metrics`]) and OTLP trace export ([`Traces`]). The binary (`cargo run --release`) puts them together; the
 //! repository's README covers running, embedding and configuring it.
 
 /// The README's examples, compiled and run as doc tests (kept out of the rendered docs,
@@ -23,6 +23,7 @@ pub struct StoresDoctests;
 mod metrics;
 mod options;
 mod store;
+mod telemetry;
 
 pub use books_hyper::{
     ClientPolicy, Cors, InvalidOrigin, LIVEZ, Limits, METRICS, Operations, RATELIMIT,
@@ -31,6 +32,7 @@ pub use books_hyper::{
 pub use metrics::install_metrics;
 pub use options::{LogFormat, Options};
 pub use store::Store;
+pub use telemetry::{SPANS_DROPPED, TraceError, Traces};
 
 use std::net::SocketAddr;
 
@@ -57,6 +59,10 @@ pub enum Error {
     /// Setting up the Prometheus exporter failed.
     #[error("setting up metrics failed")]
     Metrics(#[from] metrics_exporter_prometheus::BuildError),
+    /// Setting up trace export failed (an unsupported `OTEL_EXPORTER_OTLP_PROTOCOL`, an
+    /// endpoint that is no URL).
+    #[error(transparent)]
+    Traces(#[from] TraceError),
     /// Binding the listen address or serving failed.
     #[error("listening failed")]
     Io(#[from] std::io::Error),

@@ -4,34 +4,17 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use books_api::{LogFormat, Operations, Options};
+use books_api::{LogFormat, Operations, Options, Traces};
 use clap::Parser;
 use tokio::net::TcpListener;
 use tracing::Level;
-use tracing_subscriber::filter::Targets;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::filter::{Targets, filter_fn};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 
 fn main() -> ExitCode {
     let options = Options::parse();
-    // `RUST_LOG` as targets and levels (`info`, `warn,books_core=debug`): tracing's
-    // `Targets`, not `EnvFilter`, whose regex engine would double the first build's wait.
-    let filter = std::env::var("RUST_LOG")
-        .ok()
-        .and_then(|directives| directives.parse::<Targets>().ok())
-        .unwrap_or_else(|| Targets::new().with_default(Level::INFO));
-    // A closed stderr (a log collector gone) must not take requests down: by default the
-    // subscriber reports failed writes with `eprintln!`, which panics then.
-    let logs = tracing_subscriber::fmt()
-        // The builder's own bound is INFO: every level here, `RUST_LOG` decides.
-        .with_max_level(tracing::level_filters::LevelFilter::TRACE)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .log_internal_errors(false);
-    match options.log_format {
-        LogFormat::Human => logs.finish().with(filter).init(),
-        LogFormat::Json => logs.json().finish().with(filter).init(),
-    }
     match run(options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -46,9 +29,70 @@ fn main() -> ExitCode {
     }
 }
 
+/// Logs to stderr at `RUST_LOG`'s levels; with `traces`, the core's spans (and warnings
+/// and errors, as span events) to the OpenTelemetry exporter too.
+fn init_logs(format: LogFormat, traces: Option<&Traces>) {
+    // `RUST_LOG` as targets and levels (`info`, `warn,books_core=debug`): tracing's
+    // `Targets`, not `EnvFilter`, whose regex engine would double the first build's wait.
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|directives| directives.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(Level::INFO));
+    let ansi = std::io::stderr().is_terminal();
+    let Some(traces) = traces else {
+        // Without export, the subscriber as it always was: nothing more per request.
+        // A closed stderr (a log collector gone) must not take requests down: by default
+        // the subscriber reports failed writes with `eprintln!`, which panics then.
+        let logs = tracing_subscriber::fmt()
+            // The builder's own bound is INFO: every level here, `RUST_LOG` decides.
+            .with_max_level(tracing::level_filters::LevelFilter::TRACE)
+            .with_writer(std::io::stderr)
+            .with_ansi(ansi)
+            .log_internal_errors(false);
+        match format {
+            LogFormat::Human => logs.finish().with(filter).init(),
+            LogFormat::Json => logs.json().finish().with(filter).init(),
+        }
+        return;
+    };
+    // The exporter's layer keeps the API's spans (`DEBUG`, whatever `RUST_LOG` says)
+    // and warnings and errors; the log keeps what `RUST_LOG` says.
+    let exported = filter_fn(|metadata| {
+        if metadata.is_span() {
+            metadata.target().starts_with("books_")
+        } else {
+            *metadata.level() <= Level::WARN
+        }
+    });
+    let spans = tracing_opentelemetry::layer()
+        .with_tracer(traces.tracer())
+        // No source locations or thread names on every span: the fields say what it is.
+        .with_location(false)
+        .with_threads(false)
+        .with_filter(exported);
+    let logs = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .log_internal_errors(false);
+    match format {
+        LogFormat::Human => tracing_subscriber::registry()
+            .with(spans)
+            .with(logs.with_filter(filter))
+            .init(),
+        LogFormat::Json => tracing_subscriber::registry()
+            .with(spans)
+            .with(logs.json().with_filter(filter))
+            .init(),
+    }
+}
+
 #[tokio::main]
 async fn run(options: Options) -> Result<(), books_api::Error> {
-    let clients = options.client_policy()?;
+    let traces = Traces::from_env(options.otlp_endpoint.as_deref())?;
+    init_logs(options.log_format, traces.as_ref());
+    let mut clients = options.client_policy()?;
+    // Callers' `traceparent` continued while spans are exported; off, nothing is read.
+    clients.trace_context = traces.is_some();
     let listener = TcpListener::bind(options.listen).await?;
     let local = listener.local_addr()?;
     let (api, store) = books_api::build_api(&options, local).await?;
@@ -74,6 +118,9 @@ async fn run(options: Options) -> Result<(), books_api::Error> {
         "books API listening on http://{local}{prefix} (base URL {base_url})"
     );
     tracing::info!(address = %local, prefix, base_url, "listening");
+    if traces.is_some() {
+        tracing::info!("exporting traces over OTLP/HTTP");
+    }
     let limits = options.limits();
     books_api::serve_with(
         listener,
@@ -84,8 +131,17 @@ async fn run(options: Options) -> Result<(), books_api::Error> {
         shutdown_signal(),
     )
     .await?;
+    if let Some(traces) = traces {
+        // What is queued goes out, within a bound: a collector that is gone must not
+        // hold the exit.
+        let flushed = tokio::task::spawn_blocking(move || traces.shutdown(TRACE_FLUSH));
+        let _ = tokio::time::timeout(TRACE_FLUSH + Duration::from_secs(1), flushed).await;
+    }
     Ok(())
 }
+
+/// How long the spans still queued at shutdown may take to go out.
+const TRACE_FLUSH: Duration = Duration::from_secs(5);
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.
 async fn shutdown_signal() {

@@ -163,6 +163,13 @@ pub struct Options {
     #[arg(long, env = "BOOKS_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
 
+    /// Export traces over OTLP/HTTP (protobuf) to this collector's base URL
+    /// (`http://localhost:4318`: spans go to `/v1/traces`), and continue callers'
+    /// `traceparent`. The standard `OTEL_EXPORTER_OTLP_ENDPOINT` (or `_TRACES_ENDPOINT`)
+    /// turns export on too; `OTEL_SDK_DISABLED=true` turns it off.
+    #[arg(long, env = "BOOKS_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+
     /// A browser origin (`https://app.example`) whose scripts may call the API (CORS);
     /// `*` for any origin, without credentials. Repeatable; the variable takes a
     /// comma-separated list. Other origins get no CORS fields.
@@ -273,7 +280,7 @@ impl Options {
         store
     }
 
-    /// CORS and rate limits.
+    /// CORS and rate limits (trace context off: the server turns it on with export).
     pub fn client_policy(&self) -> Result<crate::ClientPolicy, crate::InvalidOrigin> {
         let cors = (!self.cors_origins.is_empty())
             .then(|| crate::Cors::new(&self.cors_origins, CORS_MAX_AGE))
@@ -283,7 +290,11 @@ impl Options {
             burst: self.rate_limit_burst.unwrap_or(per_second),
             trusted_proxies: self.trusted_proxies.clone(),
         });
-        Ok(crate::ClientPolicy { cors, rate_limit })
+        Ok(crate::ClientPolicy {
+            cors,
+            rate_limit,
+            trace_context: false,
+        })
     }
 
     /// The server's timeouts.

@@ -287,8 +287,8 @@ async fn request_ids_reach_the_logs() {
     .expect("a log line with the request id");
     for part in [
         "id=trace-42",
-        "method=GET",
-        "route=/books/{id}",
+        "http.request.method=GET",
+        "http.route=/api/books/{id}",
         "status=404",
         "latency_us=",
     ] {

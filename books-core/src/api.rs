@@ -14,7 +14,7 @@ use crate::compression;
 use crate::conditional;
 use crate::config::Config;
 use crate::idempotency::InFlight;
-use crate::metrics::{RequestTimer, store_call};
+use crate::metrics::{RequestTimer, untraced_store_call};
 use crate::negotiate::{Format, negotiate};
 use crate::problem::{ErrorChain, Problem};
 use crate::query;
@@ -22,6 +22,7 @@ use crate::render;
 use crate::request_id::{REQUEST_ID, RequestId};
 use crate::route::{Endpoint, Routed, UNMATCHED, route};
 use crate::store::{BookStore, StoreError, StoreTiers, Tiers};
+use crate::trace;
 
 mod reads;
 mod writes;
@@ -130,7 +131,9 @@ impl BooksApi {
     /// The body is read only by writes, and only up to the configured limit (413 beyond).
     /// Every answer carries the request's id ([`RequestId::from_headers`]) in
     /// `X-Request-Id`. Tracing, at `DEBUG` (as tower-http's `TraceLayer` does): the request
-    /// runs in a `request` span with the id, method and route, and ends with one event at
+    /// runs in a `request` span with the id and OpenTelemetry's HTTP fields, with child
+    /// spans for the version check and store calls ([`trace`](crate::trace): what a
+    /// `tracing-opentelemetry` layer exports), and ends with one event at
     /// target `books_core::access` (status, latency); a store failure is logged at `WARN`
     /// (unavailable) or `ERROR` with the request's id whatever the level. Metrics: see
     /// [`metrics`](crate::metrics).
@@ -179,8 +182,9 @@ impl BooksApi {
             let (routed, route) = api.destination(&parts);
             // DEBUG: a span at a level a subscriber keeps costs it a few microseconds per
             // request, a fifth of a ping (`scripts/load.py` with `RUST_LOG=books_core=debug`).
-            let span =
-                tracing::debug_span!("request", id = %id, method = %parts.method, route = %route);
+            // The server span, named by the method and the route template, with
+            // OpenTelemetry's HTTP fields (`crate::trace`).
+            let span = trace::request_span(&parts, &id, api.inner.config.prefix(), route);
             let respond = api.respond(&parts, routed, body, &id);
             // A span no subscriber wants is not entered around every poll.
             let mut response = if span.is_disabled() {
@@ -215,6 +219,7 @@ impl BooksApi {
                     "answered"
                 );
             });
+            trace::answered(&span, response.status());
             timer.answered(&parts.method, route, response.status());
             set_request_id(&mut response, id);
             response
@@ -224,7 +229,7 @@ impl BooksApi {
     /// Whether the store answers: one cheap store call ([`BookStore::ready`]). Fold it
     /// into a readiness probe with a timeout of your own (the core has no timer).
     pub async fn ready(&self) -> Result<(), StoreError> {
-        store_call("ready", self.inner.store.data.ready()).await
+        untraced_store_call("ready", self.inner.store.data.ready()).await
     }
 
     /// The answer of the endpoint a request was routed to.

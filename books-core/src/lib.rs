@@ -66,6 +66,7 @@ mod request_id;
 mod route;
 mod service;
 pub mod store;
+pub mod trace;
 mod validate;
 mod xml;
 

@@ -24,6 +24,8 @@ use std::time::Instant;
 use http::{Method, StatusCode};
 use metrics::{Counter, Gauge, Histogram, Key, Label, Level, Metadata, counter};
 
+use tracing::Instrument as _;
+
 use crate::store::StoreError;
 
 /// Requests answered (counter).
@@ -177,6 +179,7 @@ pub const IDEMPOTENCY: &str = "books_idempotency_keys_total";
 /// Counts a keyed create's outcome.
 pub(crate) fn idempotency(outcome: &'static str) {
     counter!(IDEMPOTENCY, "outcome" => outcome).increment(1);
+    crate::trace::idempotency(outcome);
 }
 
 /// Version checks that found the store's history rewritten (a failover that lost
@@ -205,15 +208,47 @@ pub(crate) fn cache(hit: bool) {
     });
 }
 
-/// Runs one store call and records its duration and outcome under `operation`.
+/// Runs one store call in a `store` span (`crate::trace`) and records its duration and
+/// outcome under `operation`.
 pub(crate) async fn store_call<T>(
+    operation: &'static str,
+    call: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let span = crate::trace::store_span(operation);
+    let started = Instant::now();
+    // A span no subscriber wants is not entered around every poll.
+    let result = if span.is_disabled() {
+        call.await
+    } else {
+        call.instrument(span.clone()).await
+    };
+    let outcome = timed(operation, started, &result);
+    if outcome != "ok" && outcome != "author_not_found" {
+        crate::trace::store_failed(&span, outcome);
+    }
+    result
+}
+
+/// Runs one store call outside any request (readiness), timed as [`store_call`] does
+/// but in no span: a probe every few seconds would otherwise start a trace each time.
+pub(crate) async fn untraced_store_call<T>(
     operation: &'static str,
     call: impl Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
     let started = Instant::now();
     let result = call.await;
+    timed(operation, started, &result);
+    result
+}
+
+/// Records a store call's duration and outcome; the outcome's label comes back.
+fn timed<T>(
+    operation: &'static str,
+    started: Instant,
+    result: &Result<T, StoreError>,
+) -> &'static str {
     let elapsed = started.elapsed();
-    let outcome = match &result {
+    let outcome = match result {
         Ok(_) => "ok",
         Err(StoreError::Unavailable(_)) => "unavailable",
         Err(StoreError::AuthorNotFound(_)) => "author_not_found",
@@ -235,7 +270,7 @@ pub(crate) async fn store_call<T>(
             })
             .record(elapsed);
     });
-    result
+    outcome
 }
 
 fn method_label(method: &Method) -> &'static str {

@@ -27,6 +27,9 @@ pub(crate) struct Handler {
     pub(crate) in_flight: AtomicUsize,
     pub(crate) cors: Option<Cors>,
     pub(crate) limiter: Option<Arc<Limiter>>,
+    /// Whether API requests continue their callers' W3C trace context.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) trace_context: bool,
 }
 
 impl Handler {
@@ -102,6 +105,12 @@ impl Handler {
         // Only a request with a body can stall on its client: the others are bounded by
         // the store's own waits, and skip the timer (a fifteenth of a ping's
         // instructions).
+        #[cfg(feature = "opentelemetry")]
+        if self.trace_context {
+            return self
+                .answer_traced(request, id, origin, rate, bodiless)
+                .await;
+        }
         if bodiless {
             let response = self.api.handle_as(request, id).await;
             return Ok(self.finish(response.map(Full::new), origin, rate));
@@ -115,6 +124,44 @@ impl Handler {
             return Err(io::Error::new(io::ErrorKind::TimedOut, "request timed out"));
         };
         Ok(self.finish(response.map(Full::new), origin, rate))
+    }
+
+    /// The API's answer in the caller's trace (W3C trace context), bounded as
+    /// [`answer`](Self::answer) bounds it. Boxed, and apart from `answer`: a server that
+    /// does not continue traces keeps the smaller future it always had.
+    #[cfg(feature = "opentelemetry")]
+    fn answer_traced<'a>(
+        &'a self,
+        request: hyper::Request<Incoming>,
+        id: RequestId,
+        origin: Option<HeaderValue>,
+        rate: Option<(HeaderValue, HeaderValue)>,
+        bodiless: bool,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<Response>> + Send + 'a>>
+    {
+        let parent = crate::trace_context::extract(request.headers());
+        // For the log line of a request that times out (shares the URI's bytes).
+        let (method, uri) = (
+            request.method().clone(),
+            (!bodiless).then(|| request.uri().clone()),
+        );
+        let answer = crate::trace_context::within(parent, self.api.handle_as(request, id.clone()));
+        Box::pin(async move {
+            let response = if bodiless {
+                answer.await
+            } else {
+                let answered = tokio::time::timeout(self.limits.request_timeout, answer).await;
+                let Ok(response) = answered else {
+                    metrics::counter!(books_core::metrics::REJECTIONS, "reason" => "timeout")
+                        .increment(1);
+                    let path = uri.as_ref().map_or("", |uri| uri.path());
+                    tracing::warn!(request_id = %id, %method, %path, "request timed out; dropping the connection");
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "request timed out"));
+                };
+                response
+            };
+            Ok(self.finish(response.map(Full::new), origin, rate))
+        })
     }
 
     /// An API route's answer with the CORS and rate-limit fields the request earned.

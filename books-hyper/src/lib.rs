@@ -3,7 +3,9 @@
 //! and graceful shutdown ([`serve`], [`serve_with`], [`Limits`]), load shedding past a
 //! bound on requests in flight, CORS ([`Cors`]) and per-client rate limits
 //! ([`RateLimit`]), together the [`ClientPolicy`], and the operator endpoints
-//! ([`Operations`]: `/livez`, `/readyz`, `/metrics` through a renderer the host gives).
+//! ([`Operations`]: `/livez`, `/readyz`, `/metrics` through a renderer the host gives),
+//! and with the feature `opentelemetry`, callers' W3C trace context continued
+//! (`ClientPolicy::trace_context`).
 //! No database driver and no command line: the store is the host's, the `BooksApi`
 //! over it the host's.
 //!
@@ -26,6 +28,8 @@ mod ops;
 mod rate_limit;
 mod response;
 mod serve;
+#[cfg(feature = "opentelemetry")]
+mod trace_context;
 
 pub use cors::{Cors, InvalidOrigin};
 pub use ops::{LIVEZ, METRICS, Operations, READYZ, RenderMetrics, serve_metrics};

@@ -106,6 +106,13 @@ pub struct ClientPolicy {
     /// How fast each client may send API requests (the operator endpoints are never
     /// limited). Per process: N processes behind a balancer let a client N times as much.
     pub rate_limit: Option<RateLimit>,
+    /// Continue callers' traces (feature `opentelemetry`): an API request's W3C
+    /// `traceparent` and `tracestate`, read by the global OpenTelemetry propagator
+    /// (`opentelemetry::global::set_text_map_propagator`), become the parent of the
+    /// core's `request` span in a `tracing-opentelemetry` layer. Off by default: off, a
+    /// request pays nothing for it.
+    #[cfg(feature = "opentelemetry")]
+    pub trace_context: bool,
 }
 
 async fn serve_until(
@@ -123,6 +130,8 @@ async fn serve_until(
             .as_ref()
             .map(|limit| Arc::new(Limiter::new(limit))),
         cors: edge.cors,
+        #[cfg(feature = "opentelemetry")]
+        trace_context: edge.trace_context,
         api,
         operations,
         limits,

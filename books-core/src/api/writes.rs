@@ -24,6 +24,7 @@ use crate::route::Endpoint;
 use crate::store::{
     BookInput, BookRecord, Conditional, IdempotencyKey, IdempotentCreates, KeyedCreate,
 };
+use crate::trace;
 use crate::validate::validate;
 
 /// Expired idempotency keys forgotten at a time.
@@ -49,7 +50,8 @@ impl BooksApi {
                 // an `include` that is not valid counts as none (DELETE ignores it).
                 let includes = query::includes(parts.uri.query()).unwrap_or_default();
                 let precondition = self.current_tag_in(&if_match, includes, format);
-                match store_call("delete", conditional.delete_if(id, &precondition)).await? {
+                let deleted = store_call("delete", conditional.delete_if(id, &precondition));
+                match trace::if_match(deleted).await? {
                     Conditional::Done(deleted) => deleted,
                     Conditional::Refused(book) => {
                         return Err(self.precondition_failed(&book, includes, format));
@@ -112,17 +114,19 @@ impl BooksApi {
                 validate(fields, store, now.year()).await?;
                 return Err(Problem::idempotency_unsupported());
             };
-            let Some(_held) = self.inner.in_flight.hold(&key) else {
-                crate::metrics::idempotency("conflict");
-                return Err(Problem::idempotency_key_in_progress());
+            let keyed_create = async {
+                let Some(_held) = self.inner.in_flight.hold(&key) else {
+                    crate::metrics::idempotency("conflict");
+                    return Err(Problem::idempotency_key_in_progress());
+                };
+                if let Some(replay) = self.replay(keyed, &key, &fingerprint, now).await? {
+                    return Ok(replay);
+                }
+                let input = validate(fields, store, now.year()).await?;
+                self.create_keyed(keyed, input, key, fingerprint, includes, format)
+                    .await
             };
-            if let Some(replay) = self.replay(keyed, &key, &fingerprint, now).await? {
-                return Ok(replay);
-            }
-            let input = validate(fields, store, now.year()).await?;
-            return self
-                .create_keyed(keyed, input, key, fingerprint, includes, format)
-                .await;
+            return trace::within(&trace::idempotency_span(), keyed_create).await;
         }
         let input = validate(fields, store, now.year()).await?;
         // The write checks the author (one round trip, not two).
@@ -151,7 +155,7 @@ impl BooksApi {
                 Some(conditional) => {
                     let precondition = self.current_tag_in(&if_match, includes, format);
                     let updated = conditional.update_if(id, input, now, &precondition);
-                    match store_call("update", updated).await? {
+                    match trace::if_match(store_call("update", updated)).await? {
                         Conditional::Done(updated) => updated,
                         Conditional::Refused(book) => {
                             return Err(self.precondition_failed(&book, includes, format));

@@ -68,6 +68,7 @@ use crate::metrics::store_call;
 use crate::store::{
     BookRecord, BooksTally, SharedCheck, StoreError, Version, VersionTally, Versions,
 };
+use tracing::Instrument as _;
 
 /// Everything that shapes a cached answer (the configuration is the API's own).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -185,30 +186,49 @@ impl Cache {
 
     /// The store's version from a check sent after this call (shared with every caller
     /// that joins before it is sent), the entries moved on to it.
+    ///
+    /// In a `version_check` span (`crate::trace`) that says whether the check was
+    /// shared; the query runs under the span of the request that sent it.
     async fn check(&self, source: &VersionSource) -> Result<Reading, Arc<StoreError>> {
-        self.checks
-            .read(|| {
-                let (entries, source) = (self.entries.clone(), source.clone());
-                async move {
-                    // Sent from here on: a write this process finishes later is not in it.
-                    let (above, mark) = {
-                        let entries = lock(&entries);
-                        (entries.tally_above(), entries.mark())
-                    };
-                    let reading = read_version(&source, above).await?;
-                    if lock(&entries).checked(reading, mark) == Moved::Rewritten {
-                        crate::metrics::cache_rewritten();
-                        tracing::warn!(
-                            history = reading.version.history,
-                            count = reading.version.count,
-                            "the store's history was rewritten (a failover that lost writes, \
-                             a restored backup, a database created again): every cached answer dropped"
-                        );
-                    }
-                    Ok(reading)
+        let span = tracing::debug_span!(
+            "version_check",
+            books.version_check.shared = tracing::field::Empty
+        );
+        let mut sent = false;
+        let read = self.checks.read(|| {
+            sent = true;
+            let (entries, source) = (self.entries.clone(), source.clone());
+            let parent = span.clone();
+            async move {
+                // Sent from here on: a write this process finishes later is not in it.
+                let (above, mark) = {
+                    let entries = lock(&entries);
+                    (entries.tally_above(), entries.mark())
+                };
+                let reading = read_version(&source, above).await?;
+                if lock(&entries).checked(reading, mark) == Moved::Rewritten {
+                    crate::metrics::cache_rewritten();
+                    tracing::warn!(
+                        history = reading.version.history,
+                        count = reading.version.count,
+                        "the store's history was rewritten (a failover that lost writes, \
+                         a restored backup, a database created again): every cached answer dropped"
+                    );
                 }
-            })
-            .await
+                Ok(reading)
+            }
+            .instrument(parent)
+        });
+        // A span no subscriber wants is not entered around every poll.
+        let reading = if span.is_disabled() {
+            read.await
+        } else {
+            read.instrument(span.clone()).await
+        };
+        if !span.is_disabled() {
+            span.record("books.version_check.shared", !sent);
+        }
+        reading
     }
 }
 
@@ -266,7 +286,10 @@ where
         };
         let found = lock(&cache.entries).find(&key, count, request);
         match found {
-            Found::Hit(hit) => return Ok(hit),
+            Found::Hit(hit) => {
+                crate::trace::cache_hit();
+                return Ok(hit);
+            }
             Found::Rows(rows, total, count) => {
                 let rendered = Box::pin(render(Source::Rows(rows, total))).await?;
                 lock(&cache.entries).put(key, count, mark, &rendered);

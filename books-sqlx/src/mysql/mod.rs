@@ -202,6 +202,7 @@ impl Engine for MySql {
 
 impl Networked for MySql {
     const POOL_NAME: &'static str = "mysql";
+    const SYSTEM: &'static str = "mysql";
 
     /// `mysql://…` or `mariadb://…`.
     fn parse(url: &str) -> Result<MySqlConnectOptions, Error> {

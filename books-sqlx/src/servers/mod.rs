@@ -36,6 +36,10 @@ pub trait Networked: Backend<Servers = Servers<Self>> + Standby {
     /// The pools' name in metrics (`postgres`, `mysql`).
     const POOL_NAME: &'static str;
 
+    /// The database system as OpenTelemetry names it (`db.system.name`: `postgresql`,
+    /// `mysql`), recorded on the core's store spans.
+    const SYSTEM: &'static str;
+
     /// The options for one host's `url`.
     fn parse(url: &str) -> Result<ConnectOptionsOf<Self>, Error>;
 
@@ -149,6 +153,7 @@ impl<DB: Networked> Servers<DB> {
             hosts.ready(&self.pool).await.map_err(E::unready)?;
         }
         let outcome = work.await;
+        books_core::trace::store_answered_by(DB::SYSTEM, "primary", None);
         if let (Some(hosts), Err(error)) = (&self.hosts, &outcome)
             && error.driver().is_some_and(DB::lost)
         {
@@ -200,6 +205,7 @@ impl<DB: Networked> Servers<DB> {
         match replicas.read(&position, &text).await {
             Ok(rows) => {
                 counter!("books_store_reads_total", "pool" => "replica").increment(1);
+                books_core::trace::store_answered_by(DB::SYSTEM, "replica", None);
                 Ok(rows)
             }
             Err(_) => primary().await,

@@ -75,6 +75,7 @@ impl Engine for Sqlite {
         statement: &Statement,
         args: &[Arg<'_>],
     ) -> Result<Vec<SqliteRow>, StoreError> {
+        books_core::trace::store_answered_by("sqlite", "primary", None);
         let mut conn = store.servers.readers.acquire().await.or_store_error()?;
         Sqlite::rows(&mut conn, statement, args, true)
             .await
@@ -87,6 +88,7 @@ impl Engine for Sqlite {
         _then: Option<&Statement>,
         args: &[Arg<'_>],
     ) -> Result<Vec<SqliteRow>, sqlx::Error> {
+        books_core::trace::store_answered_by("sqlite", "primary", None);
         let mut conn = store.servers.writer.acquire().await?;
         Sqlite::rows(&mut conn, statement, args, true).await
     }
