@@ -20,6 +20,8 @@ from loadrun.harness import ROOT, run
 
 READS = ("SELECT SUM(n), SUM(version) FROM books.book_count; "
          "SELECT id, title, year FROM books.books ORDER BY id LIMIT 20")
+# (node, wsrep_sync_wait) in the order each round measures them.
+VARIANTS = [(1, 0), (1, 1), (0, 0), (0, 1)]
 WRITE = "INSERT INTO books.books (title, author_id, year, created_at, updated_at) VALUES ('w', NULL, 2020, NOW(), NOW())"
 
 
@@ -33,9 +35,8 @@ def slap(port, query, concurrency, queries):
     return float(re.search(r"Average number of seconds to run all queries: ([\d.]+)", out).group(1))
 
 
-def galera_reads(args):
-    run(["cargo", "build", "--release", "-p", "books-test-support", "--example", "cluster"], cwd=ROOT)
-    cluster = subprocess.Popen([EXAMPLE, "galera"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def measure(cluster, rounds_wanted, seconds):
+    """Each round's statements/s per (node, wait), on the held cluster."""
     urls = []
     for line in cluster.stdout:
         if line.strip() == "ready":
@@ -62,18 +63,26 @@ def galera_reads(args):
 
     writer = threading.Thread(target=writes)
     writer.start()
-    rounds, queries = [], 2000 * args.seconds
-    variants = [(1, 0), (1, 1), (0, 0), (0, 1)]
+    rounds, queries = [], 2000 * seconds
     try:
-        for _ in range(args.rounds):
+        for _ in range(rounds_wanted):
             rates = {}
-            for node, wait in variants:
+            for node, wait in VARIANTS:
                 query = f"SET SESSION wsrep_sync_wait = {wait}; {READS}"
                 rates[node, wait] = queries / slap(ports[node], query, 8, queries)
             rounds.append(rates)
     finally:
         halt.set()
         writer.join()
+    return rounds
+
+
+def galera_reads(args):
+    run(["cargo", "build", "--release", "-p", "books-test-support", "--example", "cluster"], cwd=ROOT)
+    cluster = subprocess.Popen([EXAMPLE, "galera"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        rounds = measure(cluster, args.rounds, args.seconds)
+    finally:
         cluster.stdin.close()
         cluster.wait(timeout=120)
     print("The version check and a page of 20 (8 connections) while node 0 takes inserts (4 connections), "
@@ -82,7 +91,7 @@ def galera_reads(args):
           "node 0, wsrep_sync_wait = 1 |")
     print("|---|---|---|---|---|")
     for n, rates in enumerate(rounds, 1):
-        print(f"| {n} | " + " | ".join(f"{rates[v]:,.0f}" for v in variants) + " |")
+        print(f"| {n} | " + " | ".join(f"{rates[v]:,.0f}" for v in VARIANTS) + " |")
     for node in (1, 0):
         ratio = statistics.median(r[node, 1] / r[node, 0] for r in rounds)
         print(f"\nnode {node}: with the wait / without, median {ratio:.2f}x")
