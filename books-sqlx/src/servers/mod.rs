@@ -1,6 +1,10 @@
 //! What PostgreSQL's and MariaDB's stores share: their servers ([`Servers`]: the primary's
 //! pool, the replicas behind it, where each read goes) and the ways to build a store over
 //! them ([`Networked`]), written once for both.
+//!
+//! It runs a little over 400 lines and stays one module: `Servers`' routing and the
+//! builders share its private fields. The parts that stand alone already have their own
+//! modules: the host search (`hosts`), the replicas (`replicas`) and URL parsing (`url`).
 
 mod hosts;
 pub(crate) mod replicas;
