@@ -7,6 +7,7 @@ the same bytes) and beside a hand-written axum + sqlx server.
     python3 scripts/load.py --metrics-cost [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --shedding [--books 200000] [--seconds 5]
     python3 scripts/load.py --cache [--stores sqlite,postgres] [--rounds 3] [--seconds 5] [--before OLD_BINARY]
+    python3 scripts/load.py --create-costs [--stores sqlite,postgres,mysql] [--books 1000] [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --versus [--stores sqlite,postgres,mysql] [--books 1000] [--rounds 3] [--seconds 5] [--push] [--cache-off] [--before OLD_BINARY]
     python3 scripts/load.py --cache-memory [--books 1000000]
     python3 scripts/load.py --instructions [--stores memory,sqlite,postgres] [--workloads ping,list,304] [--seconds 5] [--before OLD_BINARY]
@@ -28,6 +29,7 @@ import argparse
 import sys
 
 from loadrun.baselines import beside_baselines, bindings, cache_compare, metrics_cost
+from loadrun.create_costs import create_costs
 from loadrun.edge import edge
 from loadrun.failover import failover
 from loadrun.galera_reads import galera_reads
@@ -50,6 +52,7 @@ MODES = {
     "traces": traces,
     "cache_memory": cache_memory,
     "versus": versus,
+    "create_costs": create_costs,
     "cache": cache_compare,
     "bindings": bindings,
     "metrics_cost": metrics_cost,
@@ -67,6 +70,7 @@ def main():
     parser.add_argument("--shedding", action="store_true")
     parser.add_argument("--cache", action="store_true")
     parser.add_argument("--versus", action="store_true")
+    parser.add_argument("--create-costs", action="store_true")
     parser.add_argument("--cache-memory", action="store_true")
     parser.add_argument("--instructions", action="store_true")
     parser.add_argument("--traces", action="store_true")

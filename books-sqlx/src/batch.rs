@@ -179,7 +179,6 @@ async fn write(store: &impl CreateWriter, books: &[NewBook]) -> Vec<Created> {
 /// too), and a book no row went to was not written (its author is missing). `None` when
 /// a row matches no book: something (a host's trigger) changed what was written, and who
 /// wrote which row cannot be told.
-#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 pub(crate) fn attribute(books: &[NewBook], rows: Vec<BookRecord>) -> Option<Vec<Created>> {
     let mut created: Vec<Created> = books
         .iter()

@@ -67,6 +67,18 @@ const CREATE_MANY_MYSQL: &str = "\
         at DATETIME(6) PATH '$.c')) j \
     WHERE EXISTS (SELECT 1 FROM {s}authors a WHERE a.id = j.author_id) ";
 
+/// Several books in one statement on SQLite, from a JSON array of `{t, a, y, c}` (title,
+/// author id, year, time as sqlx writes it): as PostgreSQL's, a book whose author does
+/// not exist is not written (nor returned). One statement, not one per book: SQLite
+/// writes the title trigrams (FTS5) out at every statement of a transaction, so one
+/// insert per book cost a flush each (`--create-costs`, BENCHMARKS.md).
+const CREATE_MANY_SQLITE: &str = "\
+    INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
+    SELECT json_extract(j.value, '$.t'), json_extract(j.value, '$.a'), \
+           json_extract(j.value, '$.y'), json_extract(j.value, '$.c'), \
+           json_extract(j.value, '$.c') FROM json_each($1) j \
+    WHERE EXISTS (SELECT 1 FROM {s}authors a WHERE a.id = json_extract(j.value, '$.a')) ";
+
 /// The list on SQLite, whose table is its id b-tree: a plain `LIMIT … OFFSET`.
 const LIST: &str = select_books!(
     tally!(),
@@ -157,7 +169,7 @@ pub(crate) struct BookStatements {
     /// The book, or its absence, and the version.
     pub(crate) get: Statement,
     pub(crate) create: Statement,
-    /// PostgreSQL's and MariaDB's create of several books in one statement.
+    /// Several books in one statement.
     pub(crate) create_many: Statement,
     pub(crate) update: Statement,
     /// MariaDB: the updated book, read in the update's transaction.
@@ -236,10 +248,10 @@ impl Statements {
                  VALUES ($1, $2, $3, $4, $4) ",
                     returning_book!()
                 )),
-                create_many: if mysql {
-                    sql(&format!("{CREATE_MANY_MYSQL}{}", returning_book!()))
-                } else {
-                    sql(CREATE_MANY_POSTGRES)
+                create_many: match dialect {
+                    Dialect::MySql => sql(&format!("{CREATE_MANY_MYSQL}{}", returning_book!())),
+                    Dialect::Sqlite => sql(&format!("{CREATE_MANY_SQLITE}{}", returning_book!())),
+                    Dialect::Postgres => sql(CREATE_MANY_POSTGRES),
                 },
                 update: if mysql {
                     sql(update)
