@@ -96,13 +96,12 @@ pub trait Engine: Driver {
     }
 
     /// Several books in one statement, in the transaction on `conn`: the rows written (a
-    /// book whose author is missing is not written), or `None` where the database has no
-    /// such statement (SQLite: one insert each, cheap on its one writer).
+    /// book whose author is missing is not written).
     fn insert_many(
         store: &SqlStore<Self>,
         conn: &mut Self::Connection,
         books: &[NewBook],
-    ) -> impl Future<Output = Result<Option<Vec<Self::Row>>, sqlx::Error>> + Send
+    ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send
     where
         Self: Backend;
 

@@ -1,7 +1,7 @@
 //! Group commit for creates: the creates that arrive while one write is under way go
-//! together in the next one (one statement on PostgreSQL and MariaDB, one transaction of
-//! one-row inserts on SQLite), so a burst of creates costs one commit (and on PostgreSQL
-//! one trigger run) instead of one each. A lone create is written at once, as before.
+//! together in the next one (one statement), so a burst of creates costs one commit (and
+//! on PostgreSQL one trigger run, on SQLite one write of the title trigrams) instead of
+//! one each. A lone create is written at once, as before.
 //!
 //! Nothing is acknowledged before its own write commits, every book gets its own result
 //! (a missing author fails that book only), and a create whose caller went away before

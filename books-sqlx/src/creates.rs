@@ -1,7 +1,7 @@
 //! How a [`SqlStore`] writes creates for the group commit ([`CreateWriter`]): one alone,
-//! or a batch in one transaction (one statement where the database has one for several
-//! rows, [`Engine::insert_many`](crate::backend::Engine::insert_many)), each keyed
-//! create's record in the same transaction.
+//! or a batch in one transaction (one statement for the rows,
+//! [`Engine::insert_many`](crate::backend::Engine::insert_many)), each keyed create's
+//! record in the same transaction.
 
 use books_core::store::KeyedCreate;
 
@@ -11,7 +11,7 @@ use crate::error::OrStoreError;
 use crate::queries;
 use crate::rows::StoreRow;
 use crate::store::SqlStore;
-use crate::transactions::{insert_all, insert_in, keep_key};
+use crate::transactions::{insert_in, keep_key};
 
 impl<DB: Backend> CreateWriter for SqlStore<DB> {
     const WRITERS: usize = DB::WRITERS;
@@ -40,11 +40,7 @@ impl<DB: Backend> CreateWriter for SqlStore<DB> {
         let persistent = self.persistent();
         DB::retried(self, || async {
             let mut tx = DB::begin(self, false).await?;
-            let Some(rows) = DB::insert_many(self, &mut tx, books).await? else {
-                let created = insert_all::<DB>(&mut tx, &self.sql, books).await?;
-                tx.commit().await?;
-                return Ok(Some(created));
-            };
+            let rows = DB::insert_many(self, &mut tx, books).await?;
             let written = rows
                 .iter()
                 .map(|row| row.book().map(Into::into))

@@ -59,6 +59,18 @@ impl<T> OrStoreError<T> for Result<T, sqlx::Error> {
     }
 }
 
+/// This crate's errors as the store contract's, for a store built on its helpers
+/// ([`VersionTriggers`](crate::VersionTriggers)' reads and `?`): the driver's sorted by
+/// [`store_error`], anything else [`StoreError::Other`].
+impl From<Error> for StoreError {
+    fn from(error: Error) -> Self {
+        match error {
+            Error::Database(error) => store_error(error, None),
+            other => StoreError::other(other),
+        }
+    }
+}
+
 /// A driver error as the store contract's [`StoreError`], for a store of a host's own:
 /// what a retry may cure is [`StoreError::Unavailable`] (503) — a refused or lost
 /// connection, a pool or lock wait that timed out, a statement cancelled by its time

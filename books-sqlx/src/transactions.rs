@@ -73,32 +73,6 @@ pub(crate) async fn keep_key<DB: Driver>(
     }
 }
 
-/// Several creates in the transaction on `conn`, one row each: a failed statement (a
-/// missing author) is undone alone and the transaction goes on; a keyed create whose
-/// key turns out taken is undone alone too (a savepoint around it).
-pub(crate) async fn insert_all<DB: Driver>(
-    conn: &mut DB::Connection,
-    sql: &Statements,
-    books: &[NewBook],
-) -> Result<Vec<Created>, sqlx::Error> {
-    let mut created = Vec::with_capacity(books.len());
-    for new in books {
-        let keyed = new.key.is_some();
-        if keyed {
-            DB::text_rows(&mut *conn, "SAVEPOINT keyed".into()).await?;
-        }
-        let outcome = insert_in::<DB>(&mut *conn, sql, true, new).await?;
-        if keyed {
-            if !matches!(outcome, Ok(KeyedCreate::Created(_))) {
-                DB::text_rows(&mut *conn, "ROLLBACK TO SAVEPOINT keyed".into()).await?;
-            }
-            DB::text_rows(&mut *conn, "RELEASE SAVEPOINT keyed".into()).await?;
-        }
-        created.push(outcome);
-    }
-    Ok(created)
-}
-
 /// The book `id` with its row locked for a conditional write, and its author's row
 /// locked against renames (the name shows in the book's answers), in the
 /// transaction on `conn`.

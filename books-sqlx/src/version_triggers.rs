@@ -1,6 +1,6 @@
 //! The versions tier over a host's own tables ([`VersionTriggers`]): a table of counters
 //! and the triggers that move it with every committed write, whoever makes it, in the
-//! same contention-free way as this crate's stores.
+//! same way as this crate's stores.
 
 use std::marker::PhantomData;
 
@@ -14,10 +14,11 @@ use crate::statement::{Arg, Dialect, Statement};
 /// A version for a store over a host's own tables, kept by the database: a counter table
 /// of 16 slots and triggers on the host's tables that move it in the writing transaction,
 /// whoever writes (the host's other programs, a migration, an import). Each write counts
-/// in a slot of its own — a random one per statement on PostgreSQL, its connection's on
-/// MariaDB (SQLite has one writer at a time) — so unrelated writers never wait for each
-/// other on one counter row, and by a random step, so that two histories (a database
-/// restored from a backup, say) are unlikely to reach the same count.
+/// in one of the slots — a random one per statement on PostgreSQL, its connection's on
+/// MariaDB (SQLite has one writer at a time) — so two writers wait for each other only
+/// when they meet on one slot (on PostgreSQL 1 time in 16, until the first commits), and
+/// by a random step, so that two histories (a database restored from a backup, say) are
+/// unlikely to reach the same count.
 ///
 /// ```no_run
 /// # #[cfg(feature = "postgres")]
@@ -28,7 +29,7 @@ use crate::statement::{Arg, Dialect, Statement};
 /// let version = VersionTriggers::<Postgres>::new("press.api_version", "press.titles")?
 ///     .also("press.people")?
 ///     .with_tally("title_code")?;
-/// version.install(&pool).await?; // once, beside the host's migrations; safe to repeat
+/// version.install(&pool).await?; // once, beside the host's migrations (takes the tables' locks)
 /// let mut conn = pool.acquire().await?;
 /// let now = version.version(&mut conn).await?; // Versions::version
 /// // Reads select `version.count_sql()` in the same statement as their data.

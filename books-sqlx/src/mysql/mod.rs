@@ -140,7 +140,7 @@ impl Engine for MySql {
         store: &MySqlStore,
         conn: &mut MySqlConnection,
         books: &[NewBook],
-    ) -> Result<Option<Vec<MySqlRow>>, sqlx::Error> {
+    ) -> Result<Vec<MySqlRow>, sqlx::Error> {
         let books: Vec<_> = books
             .iter()
             .map(|new| {
@@ -160,7 +160,7 @@ impl Engine for MySql {
             true,
         )
         .await?;
-        Ok(Some(rows))
+        Ok(rows)
     }
 
     /// MariaDB's DDL is not transactional: a migration cut in half is run again in full

@@ -127,7 +127,7 @@ impl Engine for Postgres {
         store: &PostgresStore,
         conn: &mut PgConnection,
         books: &[NewBook],
-    ) -> Result<Option<Vec<sqlx::postgres::PgRow>>, sqlx::Error> {
+    ) -> Result<Vec<sqlx::postgres::PgRow>, sqlx::Error> {
         let (mut titles, mut authors, mut years, mut times) = (vec![], vec![], vec![], vec![]);
         for new in books {
             titles.push(new.book.title.as_str());
@@ -143,7 +143,7 @@ impl Engine for Postgres {
             .bind(times)
             .fetch_all(conn)
             .await?;
-        Ok(Some(rows))
+        Ok(rows)
     }
 
     /// Directly, on a connection of its own, so a host's pool keeps its `search_path`;

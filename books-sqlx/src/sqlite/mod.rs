@@ -115,7 +115,7 @@ impl Engine for Sqlite {
         store: &SqliteStore,
         conn: &mut SqliteConnection,
         books: &[NewBook],
-    ) -> Result<Option<Vec<SqliteRow>>, sqlx::Error> {
+    ) -> Result<Vec<SqliteRow>, sqlx::Error> {
         let books: Vec<_> = books
             .iter()
             .map(|new| {
@@ -130,7 +130,7 @@ impl Engine for Sqlite {
         let json = serde_json::Value::Array(books).to_string();
         let args = [Arg::Text(&json)];
         let rows = Sqlite::rows(conn, &store.sql.books.create_many, &args, true).await?;
-        Ok(Some(rows))
+        Ok(rows)
     }
 
     async fn migrate(store: &SqliteStore) -> Result<(), Error> {

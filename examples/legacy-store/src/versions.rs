@@ -33,26 +33,18 @@ pub static VERSION: LazyLock<VersionTriggers<Sqlite>> = LazyLock::new(|| {
 impl Versions for CatalogueStore {
     async fn version(&self) -> Result<Version, StoreError> {
         let mut conn = self.pool.acquire().await.map_err(failed)?;
-        VERSION.version(&mut conn).await.map_err(unavailable)
+        Ok(VERSION.version(&mut conn).await?)
     }
 
     async fn list_versioned(&self, query: &ListQuery) -> Result<(BookPage, u64), StoreError> {
         let mut tx = self.pool.begin().await.map_err(failed)?;
-        let at = VERSION.version(&mut tx).await.map_err(unavailable)?;
+        let at = VERSION.version(&mut tx).await?;
         Ok((page(&mut tx, query).await.map_err(failed)?, at.count))
     }
 
     async fn get_versioned(&self, id: i64) -> Result<(Option<BookRecord>, u64), StoreError> {
         let mut tx = self.pool.begin().await.map_err(failed)?;
-        let at = VERSION.version(&mut tx).await.map_err(unavailable)?;
+        let at = VERSION.version(&mut tx).await?;
         Ok((book(&mut tx, id).await.map_err(failed)?, at.count))
-    }
-}
-
-/// The helper's errors are the driver's, classified the same way.
-fn unavailable(error: books_sqlx::Error) -> StoreError {
-    match error {
-        books_sqlx::Error::Database(error) => failed(error),
-        other => StoreError::other(other),
     }
 }
