@@ -14,11 +14,11 @@ use crate::statement::{Arg, Dialect, Statement};
 /// A version for a store over a host's own tables, kept by the database: a counter table
 /// of 16 slots and triggers on the host's tables that move it in the writing transaction,
 /// whoever writes (the host's other programs, a migration, an import). Each write counts
-/// in one of the slots — a random one per statement on PostgreSQL, its connection's on
-/// MariaDB (SQLite has one writer at a time) — so two writers wait for each other only
-/// when they meet on one slot (on PostgreSQL 1 time in 16, until the first commits), and
-/// by a random step, so that two histories (a database restored from a backup, say) are
-/// unlikely to reach the same count.
+/// in one of the slots — on PostgreSQL one that no open transaction holds (so writers
+/// wait for each other only when 16 transactions that wrote are open at once), on
+/// MariaDB its connection's (two connections meet on one 1 time in 16), while SQLite has
+/// one writer at a time — and by a random step, so that two histories (a database
+/// restored from a backup, say) are unlikely to reach the same count.
 ///
 /// ```no_run
 /// # #[cfg(feature = "postgres")]
@@ -200,7 +200,8 @@ impl<DB: Backend> VersionTriggers<DB> {
     }
 
     /// PostgreSQL: statement-level triggers (one counter update per statement, however
-    /// many rows), each in a slot drawn once per statement.
+    /// many rows), each in a slot no open transaction holds, drawn at random once per
+    /// statement (`SKIP LOCKED`; a slot at random if all 16 are held).
     fn postgres(&self) -> Vec<String> {
         let (counter, books, step) = (&self.counter, &self.books, self.step());
         let [create, mut seed] = self.counter_table("CREATE TABLE IF NOT EXISTS", "INSERT");
@@ -208,8 +209,11 @@ impl<DB: Backend> VersionTriggers<DB> {
         let function = |suffix: &str, body: &str| {
             format!(
                 "CREATE OR REPLACE FUNCTION {counter}_{suffix}() RETURNS trigger \
-                 LANGUAGE plpgsql AS $$ DECLARE slot INTEGER := 1 + floor(random() * 16)::int; \
-                 BEGIN {body}; RETURN NULL; END $$"
+                 LANGUAGE plpgsql AS $$ DECLARE slot INTEGER; BEGIN \
+                 SELECT id INTO slot FROM {counter} ORDER BY random() \
+                 FOR UPDATE SKIP LOCKED LIMIT 1; \
+                 slot := COALESCE(slot, 1 + floor(random() * 16)::int); \
+                 {body}; RETURN NULL; END $$"
             )
         };
         let trigger = |table: &str, suffix: &str, when: &str, function: &str| {

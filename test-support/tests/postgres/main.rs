@@ -291,6 +291,7 @@ async fn host_sql(host: &PgPool, schema: &str, sql: &str, author: i64) {
 mod batching;
 mod exactness;
 mod faults;
+mod host_tables;
 mod migrations;
 mod pooler;
 #[path = "../common/proxy.rs"]

@@ -1,0 +1,85 @@
+//! A host's own tables under books-sqlx's [`VersionTriggers`]: another program's open
+//! write transaction holds up no unrelated writer on the counters.
+
+use books_sqlx::VersionTriggers;
+use books_sqlx::sqlx::Postgres;
+
+use super::*;
+
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_write_holds_up_no_unrelated_writer() {
+    let _cleanup = cleanup();
+    let schema = fresh_schema().await;
+    let pool = PgPoolOptions::new()
+        .max_connections(3)
+        .connect(&url())
+        .await
+        .unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "CREATE SCHEMA {schema}; \
+         CREATE TABLE {schema}.people (person_code INTEGER PRIMARY KEY, display_name TEXT); \
+         CREATE TABLE {schema}.titles (title_code BIGINT GENERATED ALWAYS AS IDENTITY \
+             PRIMARY KEY, heading TEXT NOT NULL, \
+             penned_by INTEGER REFERENCES {schema}.people ON DELETE SET NULL)"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let version = VersionTriggers::<Postgres>::new(
+        &format!("{schema}.api_version"),
+        &format!("{schema}.titles"),
+    )
+    .and_then(|version| version.also(&format!("{schema}.people")))
+    .unwrap();
+    version.install(&pool).await.unwrap();
+    let mut reader = pool.acquire().await.unwrap();
+    let before = version.version(&mut reader).await.unwrap();
+
+    // Another program writes a title and a person and keeps its transaction open.
+    let mut open = pool.begin().await.unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "INSERT INTO {schema}.people VALUES (1, 'Held'); \
+         INSERT INTO {schema}.titles (heading, penned_by) VALUES ('held', 1)"
+    )))
+    .execute(&mut *open)
+    .await
+    .unwrap();
+
+    // Unrelated writes, each its own transaction with a bounded wait for locks: with a
+    // slot drawn at random, one in 16 would wait for the open transaction (32 writes:
+    // 87% that one does).
+    let mut writer = PgConnection::connect(&url()).await.unwrap();
+    sqlx::raw_sql("SET lock_timeout = '2s'")
+        .execute(&mut writer)
+        .await
+        .unwrap();
+    for n in 0..32 {
+        let write = match n % 3 {
+            0 => format!("INSERT INTO {schema}.titles (heading) VALUES ('free {n}')"),
+            1 => format!("UPDATE {schema}.titles SET heading = 'again' WHERE heading LIKE 'free%'"),
+            _ => format!("INSERT INTO {schema}.people VALUES ({}, 'P')", 100 + n),
+        };
+        sqlx::raw_sql(AssertSqlSafe(write))
+            .execute(&mut writer)
+            .await
+            .unwrap_or_else(|error| panic!("write {n} waited on the open transaction: {error}"));
+    }
+    let after = version.version(&mut reader).await.unwrap();
+    assert_eq!(after.history, before.history);
+    assert!(after.count > before.count, "{before:?} then {after:?}");
+
+    // The open transaction commits into its own slot: both writers counted.
+    open.commit().await.unwrap();
+    let total: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT CAST(SUM(n) AS BIGINT) FROM {schema}.api_version"
+    )))
+    .fetch_one(&mut *reader)
+    .await
+    .unwrap();
+    assert_eq!(total, 12, "11 free titles and the held one");
+    assert!(version.version(&mut reader).await.unwrap().count > after.count);
+}
