@@ -174,6 +174,24 @@ async fn write(store: &impl CreateWriter, books: &[NewBook]) -> Vec<Created> {
     }
 }
 
+/// The books as a JSON array of `{t, a, y, c}` (title, author id, year, and the time as
+/// `at` writes it), for a one-statement insert of them all (SQLite, MariaDB).
+#[cfg(any(feature = "sqlite", feature = "mysql"))]
+pub(crate) fn as_json(books: &[NewBook], at: impl Fn(&DateTime<Utc>) -> String) -> String {
+    let books = books
+        .iter()
+        .map(|new| {
+            serde_json::json!({
+                "t": new.book.title,
+                "a": new.book.author_id,
+                "y": new.book.year,
+                "c": at(&new.now),
+            })
+        })
+        .collect();
+    serde_json::Value::Array(books).to_string()
+}
+
 /// Which written row is whose: each row goes to a book with the same title, author, year
 /// and timestamp (to the microsecond; books alike in all four are alike to their callers
 /// too), and a book no row went to was not written (its author is missing). `None` when

@@ -7,13 +7,12 @@ use std::str::FromStr;
 
 use books_core::store::StoreError;
 use metrics::counter;
-use serde_json::json;
 use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlConnection, MySqlPoolOptions, MySqlRow};
 use sqlx::pool::PoolOptions;
 use sqlx::{AssertSqlSafe, Executor, Transaction};
 
 use crate::backend::{Backend, Engine};
-use crate::batch::NewBook;
+use crate::batch::{self, NewBook};
 use crate::check::VersionCheck;
 use crate::driver::Driver;
 use crate::error::{OrStoreError, is_deadlock};
@@ -141,18 +140,7 @@ impl Engine for MySql {
         conn: &mut MySqlConnection,
         books: &[NewBook],
     ) -> Result<Vec<MySqlRow>, sqlx::Error> {
-        let books: Vec<_> = books
-            .iter()
-            .map(|new| {
-                json!({
-                    "t": new.book.title,
-                    "a": new.book.author_id,
-                    "y": new.book.year,
-                    "c": new.now.format("%Y-%m-%d %H:%M:%S%.6f").to_string(),
-                })
-            })
-            .collect();
-        let json = serde_json::Value::Array(books).to_string();
+        let json = batch::as_json(books, |at| at.format("%Y-%m-%d %H:%M:%S%.6f").to_string());
         let rows = MySql::rows(
             conn,
             &store.sql.books.create_many,

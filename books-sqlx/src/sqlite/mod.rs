@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use books_core::store::StoreError;
 use chrono::SecondsFormat;
-use serde_json::json;
 use sqlx::sqlite::{
     Sqlite, SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool,
     SqlitePoolOptions, SqliteRow, SqliteSynchronous,
@@ -13,7 +12,7 @@ use sqlx::sqlite::{
 use sqlx::{Pool, Transaction};
 
 use crate::backend::{Backend, Engine, ServerSet};
-use crate::batch::NewBook;
+use crate::batch::{self, NewBook};
 use crate::check::VersionCheck;
 use crate::driver::Driver;
 use crate::error::OrStoreError;
@@ -116,18 +115,7 @@ impl Engine for Sqlite {
         conn: &mut SqliteConnection,
         books: &[NewBook],
     ) -> Result<Vec<SqliteRow>, sqlx::Error> {
-        let books: Vec<_> = books
-            .iter()
-            .map(|new| {
-                json!({
-                    "t": new.book.title,
-                    "a": new.book.author_id,
-                    "y": new.book.year,
-                    "c": new.now.to_rfc3339_opts(SecondsFormat::AutoSi, false),
-                })
-            })
-            .collect();
-        let json = serde_json::Value::Array(books).to_string();
+        let json = batch::as_json(books, |at| at.to_rfc3339_opts(SecondsFormat::AutoSi, false));
         let args = [Arg::Text(&json)];
         let rows = Sqlite::rows(conn, &store.sql.books.create_many, &args, true).await?;
         Ok(rows)
