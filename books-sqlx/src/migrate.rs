@@ -16,7 +16,8 @@ macro_rules! embedded {
 }
 
 #[cfg(feature = "postgres")]
-pub(crate) const POSTGRES: &[(&str, &str)] = embedded!("postgres": "0001_books.sql");
+pub(crate) const POSTGRES: &[(&str, &str)] =
+    embedded!("postgres": "0001_books.sql", "0002_free_slots.sql");
 
 #[cfg(feature = "sqlite")]
 pub(crate) const SQLITE: &[(&str, &str)] = embedded!("sqlite": "0001_books.sql");

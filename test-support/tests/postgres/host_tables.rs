@@ -1,5 +1,6 @@
-//! A host's own tables under books-sqlx's [`VersionTriggers`]: another program's open
-//! write transaction holds up no unrelated writer on the counters.
+//! Another program's write transaction left open, beside the store and beside a host's own
+//! tables under books-sqlx's [`VersionTriggers`]: it holds up no unrelated writer on the
+//! counters.
 
 use books_sqlx::VersionTriggers;
 use books_sqlx::sqlx::Postgres;
@@ -82,4 +83,71 @@ async fn an_open_write_holds_up_no_unrelated_writer() {
     .unwrap();
     assert_eq!(total, 12, "11 free titles and the held one");
     assert!(version.version(&mut reader).await.unwrap().count > after.count);
+}
+
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_write_left_open_holds_up_no_write_of_the_store() {
+    use books_core::store::{AuthorStore, BookInput, ListQuery};
+
+    let _cleanup = cleanup();
+    let store = fresh().await;
+    let schema = store.schema().expect("a schema").to_owned();
+    let author = store.add_author(Some("A")).await.unwrap();
+    let book = |n: i32| BookInput {
+        title: format!("free {n}"),
+        author_id: author,
+        year: 2000 + n,
+    };
+    let first = store.create(&book(0), chrono::Utc::now()).await.unwrap();
+
+    // The host inserts a book and keeps its transaction open.
+    let host = PgPool::connect(&url()).await.unwrap();
+    let mut open = host.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO {schema}.books (title, author_id, year, created_at, updated_at) \
+         VALUES ('held', $1, 1999, now(), now())"
+    )))
+    .bind(author)
+    .execute(&mut *open)
+    .await
+    .unwrap();
+
+    // The store's creates take the ids after the held one, each of them in another slot
+    // of the first id's choosing before; an update and a delete beside them. None may
+    // wait for the open transaction.
+    let bounded = Duration::from_secs(2);
+    for n in 1..=32 {
+        let created = tokio::time::timeout(bounded, store.create(&book(n), chrono::Utc::now()))
+            .await
+            .unwrap_or_else(|_| panic!("create {n} waited on the open transaction"))
+            .unwrap();
+        if n % 8 == 0 {
+            tokio::time::timeout(
+                bounded,
+                store.update(first.id, &book(n), chrono::Utc::now()),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("update {n} waited on the open transaction"))
+            .unwrap();
+            tokio::time::timeout(bounded, store.delete(created.id))
+                .await
+                .unwrap_or_else(|_| panic!("delete {n} waited on the open transaction"))
+                .unwrap();
+        }
+    }
+    let total = |store: PostgresStore| async move {
+        let page = store.list(&ListQuery::new(0, 1)).await;
+        page.unwrap().total
+    };
+    assert_eq!(total(store.clone()).await, 1 + 32 - 4);
+    open.commit().await.unwrap();
+    assert_eq!(
+        total(store.clone()).await,
+        1 + 32 - 4 + 1,
+        "the held book counted too"
+    );
 }
