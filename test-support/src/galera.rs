@@ -35,12 +35,22 @@ pub struct Galera {
 impl Galera {
     /// A new cluster of `nodes` nodes, started: the first bootstraps it
     /// (`--wsrep-new-cluster`), the others join by SST (rsync); `None` if the tools are
-    /// missing or not every node was `Synced` in a cluster of `nodes` within 120 s.
+    /// missing or not every node was `Synced` in a cluster of `nodes` within 120 s. A
+    /// start that fails early is tried once more on other ports: a loopback port found
+    /// free may be taken by another process before its node binds it.
     pub fn start(nodes: usize) -> Option<Self> {
         if !crate::have_galera() || nodes == 0 {
             return None;
         }
         let deadline = Instant::now() + Duration::from_secs(120);
+        Self::try_start(nodes, deadline).or_else(|| {
+            let halfway = deadline - Duration::from_secs(60);
+            (Instant::now() < halfway).then(|| Self::try_start(nodes, deadline))?
+        })
+    }
+
+    /// One try of [`start`](Self::start), by `deadline`.
+    fn try_start(nodes: usize, deadline: Instant) -> Option<Self> {
         let dir = scratch_dir("galera")?;
         let members = (0..nodes).map(|_| Member {
             port: free_port(),
