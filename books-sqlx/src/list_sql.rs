@@ -109,6 +109,44 @@ impl ListClauses {
         Self::written(dialect, columns, query, first, None)
     }
 
+    /// `query` with the [`values`](Self::values) bound after what it holds already, in
+    /// order, whatever the database.
+    ///
+    /// ```
+    /// # use books_core::store::{ListFilter, ListQuery};
+    /// # use books_sqlx::{BookColumns, Dialect, ListClauses};
+    /// # use books_sqlx::sqlx::{self, Arguments, AssertSqlSafe, Execute, Postgres};
+    /// # let columns = BookColumns { id: "id", title: "title", year: "year",
+    /// #     author_id: "author_id", created_at: "at", updated_at: "at", folded_title: None };
+    /// # let mut filter = ListFilter::default();
+    /// # filter.author_ids = vec![3];
+    /// # let query = ListQuery::new(0, 20).with_filter(filter);
+    /// let clauses = ListClauses::new(Dialect::Postgres, &columns, &query, 2);
+    /// let text = format!("SELECT id FROM titles WHERE {} LIMIT $1",
+    ///     clauses.condition.as_deref().unwrap_or("true"));
+    /// let mut page = clauses.bind(sqlx::query::<Postgres>(AssertSqlSafe(text)).bind(20_i64));
+    /// let bound = page.take_arguments().unwrap().map(|arguments| arguments.len());
+    /// assert_eq!(bound, Some(2)); // the limit, then the author
+    /// ```
+    pub fn bind<'q, DB: sqlx::Database>(
+        &self,
+        mut query: sqlx::query::Query<'q, DB, DB::Arguments>,
+    ) -> sqlx::query::Query<'q, DB, DB::Arguments>
+    where
+        i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+        i32: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+        String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+    {
+        for value in &self.values {
+            query = match value {
+                ListValue::Int(value) => query.bind(*value),
+                ListValue::Year(value) => query.bind(*value),
+                ListValue::Text(value) => query.bind(value.clone()),
+            };
+        }
+        query
+    }
+
     /// The clauses, a title filtered through `trigrams` (SQLite's FTS5 table of this
     /// crate's migration) where given.
     fn written(
