@@ -5,6 +5,10 @@
 //! The page and its total come from one statement, so from one snapshot (a sort alone
 //! takes the total the triggers keep); the sort's keys, then the id ascending, order both
 //! the ids of the page (a deferred join: the offset walks the keys' index) and the page.
+//!
+//! One module over 400 lines: the clauses a host uses and the statements the stores build
+//! on them are one piece of SQL, and its tests read both; split, each half would need the
+//! other's private parts.
 
 use books_core::store::{ListQuery, SortField, fold_title};
 

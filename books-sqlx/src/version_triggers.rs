@@ -1,6 +1,10 @@
 //! The versions tier over a host's own tables ([`VersionTriggers`]): a table of counters
 //! and the triggers that move it with every committed write, whoever makes it, in the
 //! same way as this crate's stores.
+//!
+//! One module over 400 lines: one public type and its statements for each of the three
+//! databases, which share the counter table, the step and the history and differ only in
+//! how a trigger is written; the three writers read side by side.
 
 use std::marker::PhantomData;
 
