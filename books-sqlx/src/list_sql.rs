@@ -69,7 +69,9 @@ pub enum ListValue {
 /// a host's own tables: a condition for its `WHERE` and the keys of its `ORDER BY`,
 /// every value a numbered parameter (`$N` from the first number given: PostgreSQL and
 /// SQLite take them as they are; on MariaDB, bind [`values`](Self::values) in the order
-/// the numbers appear, or write `?` for each). Titles are compared as the contract says
+/// the numbers appear, or write `?` for each). A page and its `COUNT(*)` in two
+/// statements share one set of clauses: number them from 1 and put the page's limit and
+/// offset after them (PostgreSQL refuses a statement that skips a number). Titles are compared as the contract says
 /// ([`fold_title`]: ASCII letters case-insensitively, everything else exactly, `%` and `_`
 /// as themselves).
 ///
@@ -113,42 +115,46 @@ impl ListClauses {
         Self::written(dialect, columns, query, first, None)
     }
 
-    /// `query` with the [`values`](Self::values) bound after what it holds already, in
-    /// order, whatever the database.
+    /// Adds the [`values`](Self::values) to `arguments` after what they hold, in order,
+    /// whatever the database: for `sqlx::query_with`, `query_as_with` or
+    /// `query_scalar_with`.
     ///
     /// ```
     /// # use books_core::store::{ListFilter, ListQuery};
     /// # use books_sqlx::{BookColumns, Dialect, ListClauses};
-    /// # use books_sqlx::sqlx::{self, Arguments, AssertSqlSafe, Execute, Postgres};
+    /// # use books_sqlx::sqlx::{self, Arguments, AssertSqlSafe, postgres::PgArguments};
     /// # let columns = BookColumns { id: "id", title: "title", year: "year",
     /// #     author_id: "author_id", created_at: "at", updated_at: "at", folded_title: None };
     /// # let mut filter = ListFilter::default();
     /// # filter.author_ids = vec![3];
     /// # let query = ListQuery::new(0, 20).with_filter(filter);
-    /// let clauses = ListClauses::new(Dialect::Postgres, &columns, &query, 2);
-    /// let text = format!("SELECT id FROM titles WHERE {} LIMIT $1",
-    ///     clauses.condition.as_deref().unwrap_or("true"));
-    /// let mut page = clauses.bind(sqlx::query::<Postgres>(AssertSqlSafe(text)).bind(20_i64));
-    /// let bound = page.take_arguments().unwrap().map(|arguments| arguments.len());
-    /// assert_eq!(bound, Some(2)); // the limit, then the author
+    /// let clauses = ListClauses::new(Dialect::Postgres, &columns, &query, 1);
+    /// let mut arguments = PgArguments::default();
+    /// clauses.add_to(&mut arguments).unwrap();
+    /// arguments.add(20_i64).unwrap(); // the limit, numbered after the clauses
+    /// assert_eq!(arguments.len(), 2); // the author, then the limit
+    /// let text = format!("SELECT id FROM titles WHERE {} ORDER BY {} LIMIT $2",
+    ///     clauses.condition.as_deref().unwrap_or("true"), clauses.order);
+    /// let page = sqlx::query_scalar_with::<_, i64, _>(AssertSqlSafe(text), arguments);
+    /// # let _ = page;
     /// ```
-    pub fn bind<'q, DB: sqlx::Database>(
+    pub fn add_to<A: sqlx::Arguments>(
         &self,
-        mut query: sqlx::query::Query<'q, DB, DB::Arguments>,
-    ) -> sqlx::query::Query<'q, DB, DB::Arguments>
+        arguments: &mut A,
+    ) -> Result<(), sqlx::error::BoxDynError>
     where
-        i64: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-        i32: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
-        String: for<'t> sqlx::Encode<'t, DB> + sqlx::Type<DB>,
+        i64: for<'t> sqlx::Encode<'t, A::Database> + sqlx::Type<A::Database>,
+        i32: for<'t> sqlx::Encode<'t, A::Database> + sqlx::Type<A::Database>,
+        String: for<'t> sqlx::Encode<'t, A::Database> + sqlx::Type<A::Database>,
     {
         for value in &self.values {
-            query = match value {
-                ListValue::Int(value) => query.bind(*value),
-                ListValue::Year(value) => query.bind(*value),
-                ListValue::Text(value) => query.bind(value.clone()),
-            };
+            match value {
+                ListValue::Int(value) => arguments.add(*value)?,
+                ListValue::Year(value) => arguments.add(*value)?,
+                ListValue::Text(value) => arguments.add(value.clone())?,
+            }
         }
-        query
+        Ok(())
     }
 
     /// The clauses, a title filtered through `trigrams` (SQLite's FTS5 table of this

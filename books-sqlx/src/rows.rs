@@ -4,7 +4,29 @@ use books_core::store::{BookRecord, IdempotencyRecord, StoredAnswer};
 use chrono::{DateTime, Utc};
 use sqlx::{ColumnIndex, Decode, Row, Type};
 
-/// One row of the books-with-authors join.
+/// A book as a query selects it under the API's column names (`id`, `title`, `year`,
+/// `author_id`, `author_name`, `created_at`, `updated_at`; a store over other tables
+/// writes `heading AS title` and the like), on any database: `sqlx::query_as::<_,
+/// BookRow>` decodes it, `.into()` makes it a [`BookRecord`].
+///
+/// ```no_run
+/// # #[cfg(feature = "postgres")]
+/// # async fn run(pool: books_sqlx::sqlx::PgPool) -> Result<(), books_sqlx::Error> {
+/// use books_core::store::BookRecord;
+/// use books_sqlx::BookRow;
+/// let row: Option<BookRow> = books_sqlx::sqlx::query_as(
+///     "SELECT t.title_code AS id, t.heading AS title, t.released AS year, \
+///      t.penned_by AS author_id, p.display_name AS author_name, \
+///      t.inserted_at AS created_at, t.touched_at AS updated_at \
+///      FROM press.titles t LEFT JOIN press.people p ON p.person_code = t.penned_by \
+///      WHERE t.title_code = $1",
+/// )
+/// .bind(7_i64)
+/// .fetch_optional(&pool)
+/// .await?;
+/// let book: Option<BookRecord> = row.map(Into::into);
+/// # let _ = book; Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct BookRow {
     id: i64,
@@ -27,6 +49,12 @@ impl From<BookRow> for BookRecord {
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
+    }
+}
+
+impl<'r, R: StoreRow> sqlx::FromRow<'r, R> for BookRow {
+    fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
+        row.book()
     }
 }
 

@@ -1,11 +1,8 @@
-//! Another program's write transaction left open, beside the store and beside a host's own
-//! tables under books-sqlx's [`VersionTriggers`]: it holds up no unrelated writer on the
-//! counters, even one whose connection number it shares in the last four bits (the slot
-//! each connection had before `0002_free_slots.sql`).
+//! Another program's write transaction left open on a host's own tables under
+//! books-sqlx's [`VersionTriggers`]: it holds up no unrelated writer on the counters, even
+//! one whose connection number it shares in the last four bits (each connection's slot,
+//! as the store's own counters take it).
 
-use std::time::Duration;
-
-use books_core::store::{AuthorStore, BookInput, ListQuery};
 use books_sqlx::VersionTriggers;
 use books_sqlx::sqlx::MySql;
 
@@ -108,77 +105,4 @@ async fn an_open_write_holds_up_no_unrelated_writer() {
         .unwrap();
     assert_eq!(total, 23, "22 free titles and the held one");
     assert!(version.version(&mut reader).await.unwrap().count > after.count);
-}
-
-#[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_write_left_open_holds_up_no_write_of_the_store() {
-    let _cleanup = cleanup();
-    let store = fresh().await;
-    let database = database_of(&store);
-    let author = store.add_author(Some("A")).await.unwrap();
-    let book = |n: i32| BookInput {
-        title: format!("free {n}"),
-        author_id: author,
-        year: 2000 + n,
-    };
-    let first = store.create(&book(0), chrono::Utc::now()).await.unwrap();
-    store
-        .update(first.id, &book(0), chrono::Utc::now())
-        .await
-        .unwrap();
-
-    // The host inserts a book and keeps its transaction open, on a connection whose
-    // number ends as one of the store's connections' does.
-    let mut probe = options_in(&database).connect().await.unwrap();
-    let store_bits: Vec<i64> = sqlx::query_scalar(
-        "SELECT CAST(id & 15 AS SIGNED) FROM information_schema.processlist \
-         WHERE db = DATABASE() AND id <> CONNECTION_ID()",
-    )
-    .fetch_all(&mut probe)
-    .await
-    .unwrap();
-    assert!(!store_bits.is_empty(), "the store's connections");
-    let mut host = connection_ending_in(&database, &store_bits).await;
-    let mut open = host.begin().await.unwrap();
-    sqlx::query(
-        "INSERT INTO books (title, author_id, year, created_at, updated_at) \
-         VALUES ('held', ?, 1999, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))",
-    )
-    .bind(author)
-    .execute(&mut *open)
-    .await
-    .unwrap();
-
-    // Creates, updates and deletes of the store beside it: none may wait for it.
-    let within = Duration::from_secs(3);
-    for n in 1..=32 {
-        let created = tokio::time::timeout(within, store.create(&book(n), chrono::Utc::now()))
-            .await
-            .unwrap_or_else(|_| panic!("create {n} waited on the open transaction"))
-            .unwrap();
-        if n % 8 == 0 {
-            let retitled = book(n);
-            let update = store.update(first.id, &retitled, chrono::Utc::now());
-            tokio::time::timeout(within, update)
-                .await
-                .unwrap_or_else(|_| panic!("update {n} waited on the open transaction"))
-                .unwrap();
-            tokio::time::timeout(within, store.delete(created.id))
-                .await
-                .unwrap_or_else(|_| panic!("delete {n} waited on the open transaction"))
-                .unwrap();
-        }
-    }
-    let total = |store: MySqlStore| async move {
-        let page = store.list(&ListQuery::new(0, 1)).await;
-        page.unwrap().total
-    };
-    assert_eq!(total(store.clone()).await, 1 + 32 - 4);
-    open.commit().await.unwrap();
-    assert_eq!(
-        total(store.clone()).await,
-        1 + 32 - 4 + 1,
-        "the held book counted too"
-    );
 }

@@ -56,7 +56,9 @@ pub enum OutsideWrite {
     Snapshot { name: String },
     /// Puts snapshot `name` back in place of every table's rows, as restoring a backup
     /// under running processes would (or a failover to a standby that missed the writes
-    /// since): the store's data *and version* go back to the snapshot's.
+    /// since): the store's data *and version* go back to the snapshot's. The version's
+    /// table goes back last (putting the rows back fires its triggers), in the same
+    /// transaction; id sequences may stay where they are.
     Restore { name: String },
 }
 
