@@ -14,9 +14,10 @@ use books_core::store::{ListQuery, SortField, fold_title};
 
 use crate::statement::{Arg, Dialect, Statement};
 
-/// PostgreSQL's ASCII-only lowering of a text (its `lower()` lowers every letter).
-const FOLD_POSTGRES: &str =
-    "translate({}, 'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz')";
+/// PostgreSQL's ASCII-only lowering of a text: its `lower()` lowers every letter but
+/// under the "C" collation, where it lowers ASCII letters only (and compares by code
+/// point).
+const FOLD_POSTGRES: &str = "lower({} COLLATE \"C\")";
 
 /// The columns of a books table, as SQL expressions (`t.item_no`, `label`): what a list's
 /// filter and sort are written over.
@@ -265,10 +266,7 @@ fn title_order(dialect: Dialect, columns: &BookColumns<'_>) -> String {
     match dialect {
         // SQLite's `lower()` lowers ASCII only; its default collation compares bytes.
         Dialect::Sqlite => format!("lower({})", columns.title),
-        Dialect::Postgres => format!(
-            "{} COLLATE \"C\"",
-            FOLD_POSTGRES.replace("{}", columns.title)
-        ),
+        Dialect::Postgres => FOLD_POSTGRES.replace("{}", columns.title),
         // In a binary collation.
         Dialect::MySql => match columns.folded_title {
             Some(folded) => folded.to_owned(),

@@ -17,7 +17,7 @@ macro_rules! embedded {
 
 #[cfg(feature = "postgres")]
 pub(crate) const POSTGRES: &[(&str, &str)] =
-    embedded!("postgres": "0001_books.sql", "0002_free_slots.sql");
+    embedded!("postgres": "0001_books.sql", "0002_free_slots.sql", "0003_title_lower.sql");
 
 #[cfg(feature = "sqlite")]
 pub(crate) const SQLITE: &[(&str, &str)] = embedded!("sqlite": "0001_books.sql");
