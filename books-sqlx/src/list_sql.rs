@@ -118,7 +118,8 @@ impl ListClauses {
 
     /// Adds the [`values`](Self::values) to `arguments` after what they hold, in order,
     /// whatever the database: for `sqlx::query_with`, `query_as_with` or
-    /// `query_scalar_with`.
+    /// `query_scalar_with` (further values with their `.bind`; a page and its count each
+    /// take a clone). The error converts to a `StoreError` with `?`.
     ///
     /// ```
     /// # use books_core::store::{ListFilter, ListQuery};
@@ -139,10 +140,7 @@ impl ListClauses {
     /// let page = sqlx::query_scalar_with::<_, i64, _>(AssertSqlSafe(text), arguments);
     /// # let _ = page;
     /// ```
-    pub fn add_to<A: sqlx::Arguments>(
-        &self,
-        arguments: &mut A,
-    ) -> Result<(), sqlx::error::BoxDynError>
+    pub fn add_to<A: sqlx::Arguments>(&self, arguments: &mut A) -> Result<(), crate::Error>
     where
         i64: for<'t> sqlx::Encode<'t, A::Database> + sqlx::Type<A::Database>,
         i32: for<'t> sqlx::Encode<'t, A::Database> + sqlx::Type<A::Database>,
@@ -150,10 +148,11 @@ impl ListClauses {
     {
         for value in &self.values {
             match value {
-                ListValue::Int(value) => arguments.add(*value)?,
-                ListValue::Year(value) => arguments.add(*value)?,
-                ListValue::Text(value) => arguments.add(value.clone())?,
+                ListValue::Int(value) => arguments.add(*value),
+                ListValue::Year(value) => arguments.add(*value),
+                ListValue::Text(value) => arguments.add(value.clone()),
             }
+            .map_err(sqlx::Error::Encode)?;
         }
         Ok(())
     }
