@@ -72,9 +72,9 @@ pub enum ListValue {
 /// SQLite take them as they are; on MariaDB, bind [`values`](Self::values) in the order
 /// the numbers appear, or write `?` for each). A page and its `COUNT(*)` in two
 /// statements share one set of clauses: number them from 1 and put the page's limit and
-/// offset after them (PostgreSQL refuses a statement that skips a number). Titles are compared as the contract says
-/// ([`fold_title`]: ASCII letters case-insensitively, everything else exactly, `%` and `_`
-/// as themselves).
+/// offset after them (PostgreSQL refuses a statement that skips a number). Titles are
+/// compared as the contract says ([`fold_title`]: ASCII letters case-insensitively,
+/// everything else exactly, `%` and `_` as themselves).
 ///
 /// ```
 /// use books_core::store::{ListFilter, ListQuery, SortField, SortKey};
