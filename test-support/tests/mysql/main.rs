@@ -295,7 +295,6 @@ fn unavailable<T: std::fmt::Debug>(result: &Result<T, StoreError>) -> bool {
 
 mod exactness;
 mod faults;
-mod host_tables;
 mod migrations;
 #[path = "../common/proxy.rs"]
 mod proxy;
