@@ -30,7 +30,11 @@ pub struct Options {
     pub base_url: Option<String>,
 
     /// Where books live: `sqlite://FILE`, `sqlite::memory:`, `postgres://…`, `mysql://…`
-    /// (MariaDB; `mariadb://…` too), or `memory` (in-memory store). Migrations run at start; an empty database gets demo data
+    /// (MariaDB; `mariadb://…` too), or `memory` (in-memory store). A cluster is several
+    /// hosts, as libpq writes them (`postgres://user@h1:5432,h2:5432/books?target_session_attrs=read-write`,
+    /// `mysql://user@n1:3306,n2:3306/books`): writes go to the first host that takes
+    /// them, found again after a failover. Migrations run at start, there; an empty
+    /// database gets demo data
     /// [default: $DATABASE_URL if set, else sqlite://books.db].
     #[arg(
         long,
@@ -71,6 +75,13 @@ pub struct Options {
         hide_env_values = true
     )]
     pub replica_urls: Vec<String>,
+
+    /// PostgreSQL or MariaDB: seconds to wait at start for a host of the database URL
+    /// with the role it asks for, by default one that takes writes (a failover under
+    /// way, a cluster starting), asking again every
+    /// 250 ms, before exiting with what each host was found to be (0: ask once).
+    #[arg(long, env = "BOOKS_PRIMARY_WAIT", default_value = "30")]
+    pub primary_wait: u64,
 
     /// Milliseconds a read waits for a replica to catch up before the primary answers it.
     #[arg(long, env = "BOOKS_REPLICA_WAIT_MS", default_value_t = books_sqlx::DEFAULT_REPLICA_WAIT.as_millis() as u64)]
@@ -277,6 +288,7 @@ impl Options {
         store.notify_url.clone_from(&self.notify_url);
         store.replica_urls.clone_from(&self.replica_urls);
         store.replica_wait = Duration::from_millis(self.replica_wait_ms);
+        store.primary_wait = Duration::from_secs(self.primary_wait);
         store
     }
 

@@ -28,6 +28,10 @@ pub struct StoreSettings {
     pub replica_urls: Vec<String>,
     /// How long a read waits for a replica to catch up.
     pub replica_wait: Duration,
+    /// PostgreSQL and MariaDB: how long [`AnyStore::open`] looks for a host of the URL
+    /// with the role it wants (a failover under way, a cluster starting) before it fails
+    /// naming what each host was found to be. Zero: one search.
+    pub primary_wait: Duration,
 }
 
 impl Default for StoreSettings {
@@ -41,6 +45,7 @@ impl Default for StoreSettings {
             replica_wait: crate::DEFAULT_REPLICA_WAIT,
             #[cfg(not(any(feature = "postgres", feature = "mysql")))]
             replica_wait: Duration::ZERO,
+            primary_wait: Duration::ZERO,
         }
     }
 }
@@ -63,8 +68,10 @@ impl AnyStore {
     /// Opens and migrates the store `url` names, set up as `settings` say. Replicas need a
     /// PostgreSQL or MariaDB URL, the other settings a PostgreSQL one; push mode through a
     /// transaction pooler needs a direct URL for `LISTEN` (`notify_url`). Migrations go
-    /// through `url`, a pooler's included. PostgreSQL and MariaDB connect lazily: a
-    /// server that is down makes the store answer "unavailable" until it is back.
+    /// through `url`, a pooler's included, on the host of it that has the role the URL
+    /// asks for (waiting for one at most `primary_wait`). Afterwards a server that goes
+    /// down makes the store answer "unavailable" until it, or another host of the URL,
+    /// is back.
     pub async fn open(url: &str, settings: &StoreSettings) -> Result<Self, Error> {
         let scheme = url.split_once(':').map_or(url, |(scheme, _)| scheme);
         let postgres = matches!(scheme, "postgres" | "postgresql");
@@ -101,6 +108,7 @@ impl AnyStore {
             ),
             _ => return Err(Error::UnknownDatabase(url.to_owned())),
         };
+        store.wait_for_primary(settings.primary_wait).await?;
         store.migrate().await?;
         #[cfg(feature = "postgres")]
         #[allow(irrefutable_let_patterns)] // the only variant without the other features
@@ -116,6 +124,18 @@ impl AnyStore {
             return Ok(Self::Postgres(postgres));
         }
         Ok(store)
+    }
+
+    #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(unused_variables))]
+    async fn wait_for_primary(&self, within: Duration) -> Result<(), Error> {
+        match self {
+            #[cfg(feature = "sqlite")]
+            Self::Sqlite(_) => Ok(()),
+            #[cfg(feature = "postgres")]
+            Self::Postgres(store) => store.wait_for_primary(within).await,
+            #[cfg(feature = "mysql")]
+            Self::MySql(store) => store.wait_for_primary(within).await,
+        }
     }
 
     async fn migrate(&self) -> Result<(), Error> {

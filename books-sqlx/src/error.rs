@@ -32,6 +32,18 @@ pub enum Error {
     /// PostgreSQL's and MariaDB's.
     #[error("{0} does not apply to this database")]
     NotForThisDatabase(&'static str),
+    /// No host of the store's URL has the role it wants (by default, takes writes):
+    /// each host and what it was found to be.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
+    #[error("no server is {wanted}: {hosts}")]
+    NoPrimary {
+        /// The role wanted (`read-write` …).
+        wanted: &'static str,
+        /// Why, in short.
+        why: Unready,
+        /// Each host, in order, and what it was found to be.
+        hosts: String,
+    },
     /// Push mode through a transaction pooler without a direct URL to listen on.
     #[error(
         "push mode listens for the database's notifications, which a transaction pooler \
@@ -208,6 +220,9 @@ fn is_transient(code: Option<&str>) -> bool {
 pub(crate) trait PrimaryError: Sized {
     /// The error of work refused because there is no primary.
     fn unready(why: Unready) -> Self;
+    /// The error of work the primary did not finish within
+    /// [`PRIMARY_TIMEOUT`](crate::PRIMARY_TIMEOUT).
+    fn timed_out() -> Self;
     /// The driver's error inside, if any.
     fn driver(&self) -> Option<&sqlx::Error>;
 }
@@ -216,6 +231,13 @@ pub(crate) trait PrimaryError: Sized {
 impl PrimaryError for sqlx::Error {
     fn unready(why: Unready) -> Self {
         sqlx::Error::Io(std::io::Error::new(std::io::ErrorKind::NotConnected, why))
+    }
+
+    fn timed_out() -> Self {
+        sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            TimedOut(crate::PRIMARY_TIMEOUT),
+        ))
     }
 
     fn driver(&self) -> Option<&sqlx::Error> {
@@ -229,6 +251,10 @@ impl PrimaryError for StoreError {
         StoreError::unavailable(why)
     }
 
+    fn timed_out() -> Self {
+        StoreError::unavailable(TimedOut(crate::PRIMARY_TIMEOUT))
+    }
+
     fn driver(&self) -> Option<&sqlx::Error> {
         let source = match self {
             StoreError::Unavailable(source) | StoreError::Other(source) => source,
@@ -237,6 +263,12 @@ impl PrimaryError for StoreError {
         source.downcast_ref::<sqlx::Error>()
     }
 }
+
+/// The primary did not answer in time.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[derive(Debug, thiserror::Error)]
+#[error("the primary did not answer within {0:?}")]
+pub(crate) struct TimedOut(std::time::Duration);
 
 #[cfg(test)]
 mod tests {

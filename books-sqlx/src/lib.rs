@@ -105,5 +105,14 @@ pub use version_triggers::VersionTriggers;
 /// PostgreSQL and MariaDB stores' own connections.
 pub const STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// The longest the PostgreSQL and MariaDB stores wait for the primary to finish one
+/// piece of work (a statement, or a transaction with its retries) on their own pools:
+/// the database's own bound ([`STATEMENT_TIMEOUT`]) and a second for the network. Past
+/// it the request is "unavailable" (503) and the next one looks for the primary again:
+/// a server cut off by the network answers nothing, and this bound, not TCP's (many
+/// minutes), decides how long a request waits for it.
+pub const PRIMARY_TIMEOUT: std::time::Duration =
+    STATEMENT_TIMEOUT.saturating_add(std::time::Duration::from_secs(1));
+
 /// How long a request waits for a pooled connection before the store answers "unavailable".
 pub const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);

@@ -11,12 +11,14 @@
 //! that into the test's failure.
 
 mod cluster;
+mod fake_server;
 mod galera;
 mod mariadb;
 mod pg_auto_failover;
 mod pgbouncer;
 
 pub use cluster::{Cluster, Node};
+pub use fake_server::{Answer, FakeServer, Protocol};
 pub use galera::Galera;
 pub use mariadb::MariaDb;
 pub use pg_auto_failover::PgAutoFailover;

@@ -9,7 +9,7 @@ use books_core::store::StoreError;
 use metrics::counter;
 use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlConnection, MySqlPoolOptions, MySqlRow};
 use sqlx::pool::PoolOptions;
-use sqlx::{AssertSqlSafe, Executor, Transaction};
+use sqlx::{AssertSqlSafe, Executor, Row, Transaction};
 
 use crate::backend::{Backend, Engine};
 use crate::batch::{self, NewBook};
@@ -154,6 +154,8 @@ impl Engine for MySql {
     /// MariaDB's DDL is not transactional: a migration cut in half is run again in full
     /// at the next start, every statement of it written to be repeated.
     async fn migrate(store: &MySqlStore) -> Result<(), Error> {
+        // On the primary, whichever host of the URL it is now.
+        store.wait_for_primary(std::time::Duration::ZERO).await?;
         let pool = &store.servers.pool;
         let mut options = (*pool.connect_options()).clone();
         if let Some(database) = &store.schema {
@@ -201,10 +203,18 @@ impl Networked for MySql {
         Ok(MySqlConnectOptions::from_str(&url)?)
     }
 
+    fn address(options: &MySqlConnectOptions) -> String {
+        match options.get_socket() {
+            Some(socket) => socket.display().to_string(),
+            None => format!("{}:{}", options.get_host(), options.get_port()),
+        }
+    }
+
     /// Writable: not read-only and, on Galera, ready and `Synced` (in the primary
     /// component, not donating or joining); a replica: read-only.
+    /// One text-protocol query: no statement prepared for a probe made once.
     async fn role(conn: &mut MySqlConnection) -> Result<Role, sqlx::Error> {
-        let (read_only, writable): (i64, i64) = sqlx::query_as(
+        let row = sqlx::raw_sql(
             "SELECT @@global.read_only, @@global.read_only = 0 AND (@@wsrep_on = 0 OR ( \
              (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
               WHERE VARIABLE_NAME = 'WSREP_READY') = 'ON' AND \
@@ -213,6 +223,7 @@ impl Networked for MySql {
         )
         .fetch_one(conn)
         .await?;
+        let (read_only, writable): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
         Ok(Role {
             writable: writable != 0,
             in_recovery: read_only != 0,

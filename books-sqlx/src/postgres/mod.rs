@@ -151,6 +151,8 @@ impl Engine for Postgres {
     /// serialised by a transaction-level advisory lock (a session-level one would be
     /// taken on one server connection and released on another).
     async fn migrate(store: &PostgresStore) -> Result<(), Error> {
+        // On the primary, whichever host of the URL it is now.
+        store.wait_for_primary(std::time::Duration::ZERO).await?;
         let migrator = PostgresStore::migrator();
         let pool = &store.servers.pool;
         if store.extra.session.pooler {
@@ -196,6 +198,13 @@ impl Networked for Postgres {
 
     fn parse(url: &str) -> Result<PgConnectOptions, Error> {
         Ok(PgConnectOptions::from_str(url)?)
+    }
+
+    fn address(options: &PgConnectOptions) -> String {
+        match options.get_socket() {
+            Some(socket) => socket.display().to_string(),
+            None => format!("{}:{}", options.get_host(), options.get_port()),
+        }
     }
 
     async fn role(conn: &mut PgConnection) -> Result<Role, sqlx::Error> {

@@ -1,28 +1,35 @@
-//! The primary's hosts: the one or several a URL names (libpq's multi-host syntax), the
-//! role the primary pool wants of a server (libpq's `target_session_attrs`), and which
-//! host the pool connects to now, found again whenever the pool's server fails or turns
-//! out to have another role.
+//! The primary's hosts: the one or several a URL names (libpq's multi-host syntax), and
+//! which one the pool connects to now, found again whenever the pool's server fails or
+//! turns out to have another role.
 //!
-//! As pgx's `pgconn` and Npgsql do it: the hosts are tried in order, each connection made
-//! is asked its role, and a server that is gone or of the wrong role is left for the
-//! next. The primary pool's connect options name the host found; when it switches, the
-//! pool drops every connection opened before (`before_acquire`), and the version check's
-//! own connection goes too (the [`Generation`] it was opened at). While no host has the
-//! role, requests are refused at once ("unavailable", 503), never held for the pool's
-//! connect timeout, and the next one after [`RETRY_AFTER`] looks again.
+//! As pgx's `pgconn` and Npgsql choose: each host is asked its role on a connection of its
+//! own, and the first in the URL's order with the role the pool wants is taken. The hosts
+//! are asked at once, each within [`PROBE_TIMEOUT`], so a search takes as long as the
+//! slowest host it has to wait for, not their sum. The search is a task of its own: a
+//! caller that gives up (a readiness probe's limit, a client that hung up) leaves it
+//! running, and the callers waiting for it are woken when it ends, each after at most
+//! its own bound. While no host has the role, requests are refused at once
+//! ("unavailable", 503) for [`RETRY_AFTER`], then the next one starts another search.
+//!
+//! When the pool's server fails (or is found to have another role), every connection
+//! opened before is dropped before its next use or when it comes back to the pool
+//! (`before_acquire`, `after_release`): one that hangs on a dead network path is never
+//! pinged, and the version check's own connection goes too (the [`Generation`]).
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use sqlx::{ConnectOptions, Pool};
+use books_core::store::Unready;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use sqlx::Pool;
 use tokio::sync::Notify;
 use tokio::time::timeout;
 
+use super::roles::{Finding, SessionAttrs, probe, report};
 use super::{ConnectOptionsOf, Networked};
-use crate::Error;
 use crate::check::Generation;
-use books_core::store::Unready;
 
 /// How long one host may take to connect and say its role while looking for the primary.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
@@ -34,82 +41,41 @@ pub const RETRY_AFTER: Duration = Duration::from_millis(250);
 /// How long a request waits for a search under way before it is refused.
 const SEARCH_WAIT: Duration = Duration::from_secs(2);
 
-/// What a server may be asked to be, as libpq's `target_session_attrs` says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum SessionAttrs {
-    /// Any server that accepts connections.
-    Any,
-    /// One that takes writes (the default for the primary pool).
-    #[default]
-    ReadWrite,
-    /// One that does not.
-    ReadOnly,
-    /// One not in recovery.
-    Primary,
-    /// One in recovery (a standby).
-    Standby,
-    /// A standby if any answers, else any.
-    PreferStandby,
+/// How often a warning that repeats (no primary found) is logged at most.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// The search's bounds (the constants above; shorter in tests).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bounds {
+    pub(crate) probe: Duration,
+    pub(crate) retry_after: Duration,
+    pub(crate) wait: Duration,
 }
 
-impl SessionAttrs {
-    /// libpq's name for it (`read-write` …).
-    pub fn parse(text: &str) -> Option<Self> {
-        Some(match text {
-            "any" => Self::Any,
-            "read-write" => Self::ReadWrite,
-            "read-only" => Self::ReadOnly,
-            "primary" => Self::Primary,
-            "standby" => Self::Standby,
-            "prefer-standby" => Self::PreferStandby,
-            _ => return None,
-        })
-    }
-
-    /// libpq's name for it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Any => "any",
-            Self::ReadWrite => "read-write",
-            Self::ReadOnly => "read-only",
-            Self::Primary => "primary",
-            Self::Standby => "standby",
-            Self::PreferStandby => "prefer-standby",
-        }
-    }
-
-    /// Whether a server in `role` will do (`PreferStandby` takes a standby on its first
-    /// pass, anything on its second).
-    pub(crate) fn takes(self, role: Role, second_pass: bool) -> bool {
-        match self {
-            Self::Any => true,
-            Self::ReadWrite => role.writable,
-            Self::ReadOnly => !role.writable,
-            Self::Primary => !role.in_recovery,
-            Self::Standby => role.in_recovery,
-            Self::PreferStandby => second_pass || role.in_recovery,
+impl Default for Bounds {
+    fn default() -> Self {
+        Self {
+            probe: PROBE_TIMEOUT,
+            retry_after: RETRY_AFTER,
+            wait: SEARCH_WAIT,
         }
     }
 }
 
-/// What a server said of itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Role {
-    /// It takes writes (PostgreSQL: not read-only; MariaDB: not read-only, and on Galera
-    /// `Synced` and in the primary component).
-    pub writable: bool,
-    /// It replays another's writes (a PostgreSQL standby, a MariaDB replica).
-    pub in_recovery: bool,
+/// One host: how to connect, and its `host:port` for what the store says of it.
+struct Host<DB: sqlx::Database> {
+    options: ConnectOptionsOf<DB>,
+    address: String,
 }
 
-/// Where the search for the host stands, why the last found none, and which host the
-/// pool connects to (the first until a search found another).
+/// Where the search stands, which host the pool connects to (the first until a search
+/// found another), and what each host said in the last search.
 #[derive(Debug)]
 struct State {
     search: Search,
-    why: Option<Unready>,
     host: usize,
+    why: Option<Unready>,
+    findings: Vec<Option<Finding>>,
 }
 
 /// Where the search for the host stands.
@@ -119,26 +85,32 @@ enum Search {
     Found,
     /// A search is under way.
     Running,
-    /// The last search found no host with the role, or the pool's host failed.
-    Lost { at: Instant },
+    /// The pool's host failed (`None`: look again at once), or the last search found no
+    /// host with the role (look again from then on).
+    Lost { again: Option<Instant> },
 }
 
 /// A primary pool's hosts, and which one it connects to.
 pub(crate) struct Hosts<DB: sqlx::Database> {
-    hosts: Vec<ConnectOptionsOf<DB>>,
+    hosts: Vec<Host<DB>>,
     attrs: SessionAttrs,
+    bounds: Bounds,
     state: Mutex<State>,
     searched: Notify,
-    generation: std::sync::Arc<Generation>,
-    /// When the pool last switched hosts (nanoseconds after `epoch`).
-    switched: AtomicU64,
+    generation: Arc<Generation>,
+    /// When the pool's connections last went stale (nanoseconds after `epoch`).
+    stale_before: AtomicU64,
     epoch: Instant,
+    /// How many "no primary" warnings were held back since the last one logged, and
+    /// when the next may be.
+    warnings: Mutex<(u64, Option<Instant>)>,
 }
 
 impl<DB: sqlx::Database> std::fmt::Debug for Hosts<DB> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let addresses: Vec<&str> = self.hosts.iter().map(|h| h.address.as_str()).collect();
         f.debug_struct("Hosts")
-            .field("hosts", &self.hosts.len())
+            .field("hosts", &addresses)
             .field("attrs", &self.attrs)
             .field(
                 "state",
@@ -150,28 +122,44 @@ impl<DB: sqlx::Database> std::fmt::Debug for Hosts<DB> {
 
 impl<DB: Networked> Hosts<DB> {
     /// `hosts` in order, the primary pool wanting `attrs`; the pool connects to the
-    /// first until a search says otherwise.
+    /// first until a search says otherwise, and the first request searches.
     pub(crate) fn new(hosts: Vec<ConnectOptionsOf<DB>>, attrs: SessionAttrs) -> Self {
+        Self::with_bounds(hosts, attrs, Bounds::default())
+    }
+
+    pub(crate) fn with_bounds(
+        hosts: Vec<ConnectOptionsOf<DB>>,
+        attrs: SessionAttrs,
+        bounds: Bounds,
+    ) -> Self {
+        let hosts: Vec<Host<DB>> = hosts
+            .into_iter()
+            .map(|options| Host {
+                address: DB::address(&options),
+                options,
+            })
+            .collect();
         Self {
+            state: Mutex::new(State {
+                search: Search::Lost { again: None },
+                host: 0,
+                why: None,
+                findings: vec![None; hosts.len()],
+            }),
             hosts,
             attrs,
-            state: Mutex::new(State {
-                search: Search::Lost {
-                    at: Instant::now() - RETRY_AFTER,
-                },
-                why: None,
-                host: 0,
-            }),
+            bounds,
             searched: Notify::new(),
-            generation: std::sync::Arc::default(),
-            switched: AtomicU64::new(0),
+            generation: Arc::default(),
+            stale_before: AtomicU64::new(0),
             epoch: Instant::now(),
+            warnings: Mutex::new((0, None)),
         }
     }
 
     /// The first host's options (the pool's until a search finds the primary).
     pub(crate) fn first(&self) -> ConnectOptionsOf<DB> {
-        self.hosts[0].clone()
+        self.hosts[0].options.clone()
     }
 
     /// The role the pool wants.
@@ -180,97 +168,118 @@ impl<DB: Networked> Hosts<DB> {
     }
 
     /// The switches' count, shared with the version check.
-    pub(crate) fn generation(&self) -> std::sync::Arc<Generation> {
+    pub(crate) fn generation(&self) -> Arc<Generation> {
         self.generation.clone()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether a pooled connection opened `age` ago was opened since the pool's last
-    /// switch (an older one is of the host before, and dropped).
+    /// Whether a pooled connection opened `age` ago may still be used: opened since the
+    /// pool's host last failed or changed (an older one is dropped).
     pub(crate) fn current(&self, age: Duration) -> bool {
-        let switched = Duration::from_nanos(self.switched.load(Ordering::Acquire));
-        self.epoch.elapsed().saturating_sub(age) >= switched
+        let stale_before = Duration::from_nanos(self.stale_before.load(Ordering::Acquire));
+        self.epoch.elapsed().saturating_sub(age) >= stale_before
+    }
+
+    /// Every connection opened until now is of a host that failed or was left.
+    fn connections_stale(&self) {
+        let now = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.stale_before.store(now, Ordering::Release);
+        self.generation.advance();
     }
 
     /// Waits until the pool's host is known to have the role: at once when it is; else
-    /// for a search (this call's own, or one under way) to find it, at most
-    /// [`SEARCH_WAIT`]. Refused at once ([`Unready`]) within [`RETRY_AFTER`] of a search
-    /// that found none.
-    pub(crate) async fn ready(&self, pool: &Pool<DB>) -> Result<(), Unready> {
-        let deadline = Instant::now() + SEARCH_WAIT;
+    /// for a search (started here if none is under way) to find it, at most the search
+    /// bound. Refused at once ([`Unready`]) within [`RETRY_AFTER`] of a search that
+    /// found none. Dropping the call leaves the search running.
+    pub(crate) async fn ready(self: &Arc<Self>, pool: &Pool<DB>) -> Result<(), Unready> {
+        let deadline = Instant::now().checked_add(self.bounds.wait);
         loop {
+            // Registered before the state is read: a search that ends in between wakes it.
             let searched = self.searched.notified();
-            let start = {
+            {
                 let mut state = self.lock();
                 match state.search {
                     Search::Found => return Ok(()),
-                    Search::Lost { at } if at.elapsed() < RETRY_AFTER => {
+                    Search::Lost { again: Some(again) } if Instant::now() < again => {
                         return Err(state.why.clone().unwrap_or(Unready::Unreachable));
                     }
                     Search::Lost { .. } => {
                         state.search = Search::Running;
-                        true
+                        tokio::spawn(self.clone().find(pool.clone()));
                     }
-                    Search::Running => false,
+                    Search::Running => {}
                 }
-            };
-            if start {
-                self.find(pool).await;
-                continue;
             }
-            if timeout(deadline.saturating_duration_since(Instant::now()), searched)
-                .await
-                .is_err()
-            {
-                return Err(Unready::Unreachable);
+            let left = deadline.map_or(self.bounds.wait, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            if timeout(left, searched).await.is_err() {
+                return Err(self.lock().why.clone().unwrap_or(Unready::Unreachable));
             }
         }
     }
 
-    /// The pool's host failed (or said it is of another role): the next request looks
-    /// again. Nothing if a switch happened since the failing connection was made.
+    /// The pool's host failed (or said it is of another role): every connection opened
+    /// to it so far is dropped, and the next request looks again. Nothing if a search
+    /// is under way or found none.
     pub(crate) fn lost(&self) {
         let mut state = self.lock();
         if matches!(state.search, Search::Found) {
-            tracing::warn!("the primary's server failed or changed its role: looking for it again");
-            state.search = Search::Lost {
-                at: Instant::now() - RETRY_AFTER,
-            };
+            let address = &self.hosts[state.host].address;
+            tracing::warn!(
+                host = %address,
+                "the primary's server failed or changed its role: looking for it again"
+            );
+            state.search = Search::Lost { again: None };
+            self.connections_stale();
         }
     }
 
-    /// Looks for the first host with the role, each asked in turn within
-    /// [`PROBE_TIMEOUT`]; points `pool` at it (a new generation when it is another).
-    async fn find(&self, pool: &Pool<DB>) {
-        let mut found = None;
-        let mut answered = false;
-        'passes: for second_pass in [false, true] {
-            for (index, host) in self.hosts.iter().enumerate() {
-                let role = timeout(PROBE_TIMEOUT, role_of::<DB>(host)).await;
-                let Ok(Ok(role)) = role else { continue };
-                answered = true;
-                if self.attrs.takes(role, second_pass) {
-                    found = Some(index);
-                    break 'passes;
-                }
-            }
-            if self.attrs != SessionAttrs::PreferStandby {
+    /// What each host said in the last search, in order (`a:1 refused the connection;
+    /// b:2: a standby …`).
+    pub(crate) fn report(&self) -> String {
+        let state = self.lock();
+        let found = self.hosts.iter().zip(&state.findings);
+        report(found.map(|(host, finding)| (host.address.as_str(), finding.as_ref())))
+    }
+
+    /// Asks every host its role at once, each within the probe bound, and takes the
+    /// first in order with the role as soon as every host before it has answered (or
+    /// failed); points `pool` at it. Wakes every caller waiting when done.
+    async fn find(self: Arc<Self>, pool: Pool<DB>) {
+        let bound = self.bounds.probe;
+        let mut findings: Vec<Option<Finding>> = vec![None; self.hosts.len()];
+        let mut probes: FuturesUnordered<_> = self
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(index, host)| async move { (index, probe::<DB>(&host.options, bound).await) })
+            .collect();
+        let mut chosen = None;
+        while let Some((index, finding)) = probes.next().await {
+            findings[index] = Some(finding);
+            if let Some(choice) = self.attrs.choose(&findings) {
+                chosen = choice;
                 break;
             }
         }
+        drop(probes);
+        let answered = findings.iter().flatten().any(Finding::answered);
         let mut state = self.lock();
-        match found {
+        state.findings = findings;
+        match chosen {
             Some(index) => {
                 if index != state.host {
-                    pool.set_connect_options(self.hosts[index].clone());
-                    let now = self.epoch.elapsed().as_nanos() as u64;
-                    self.switched.store(now, Ordering::Release);
-                    self.generation.advance();
+                    pool.set_connect_options(self.hosts[index].options.clone());
+                    self.connections_stale();
                     state.host = index;
-                    tracing::info!(host = index, "the primary pool connects to another host");
+                    tracing::info!(
+                        host = %self.hosts[index].address,
+                        "the primary pool connects to another host"
+                    );
                 }
                 (state.search, state.why) = (Search::Found, None);
             }
@@ -280,20 +289,36 @@ impl<DB: Networked> Hosts<DB> {
                 } else {
                     Unready::Unreachable
                 };
-                tracing::warn!(reason = %why, "no server for the primary pool; asking again shortly");
-                state.search = Search::Lost { at: Instant::now() };
-                state.why = Some(why);
+                let again = Instant::now().checked_add(self.bounds.retry_after);
+                state.search = Search::Lost { again };
+                state.why = Some(why.clone());
+                drop(state);
+                self.warn_none_found(&why);
             }
         }
-        drop(state);
         self.searched.notify_waiters();
+    }
+
+    /// Logs that no host has the role, with what each said: at most once per
+    /// [`WARN_EVERY`], with how many searches found none since the last line.
+    fn warn_none_found(&self, why: &Unready) {
+        let mut warnings = self.warnings.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if warnings.1.is_some_and(|next| now < next) {
+            warnings.0 += 1;
+            return;
+        }
+        let held_back = std::mem::take(&mut warnings.0);
+        warnings.1 = now.checked_add(WARN_EVERY);
+        drop(warnings);
+        tracing::warn!(
+            reason = %why,
+            hosts = %self.report(),
+            searches_since_last_warning = held_back,
+            "no server for the primary pool; asking again shortly"
+        );
     }
 }
 
-/// The role of the server `options` reach, asked on a connection of its own.
-async fn role_of<DB: Networked>(options: &ConnectOptionsOf<DB>) -> Result<Role, Error> {
-    let mut conn = options.connect().await?;
-    let role = DB::role(&mut conn).await;
-    let _ = sqlx::Connection::close(conn).await;
-    Ok(role?)
-}
+#[cfg(test)]
+mod tests;

@@ -4,10 +4,12 @@
 //!
 //! It runs a little over 400 lines and stays one module: `Servers`' routing and the
 //! builders share its private fields. The parts that stand alone already have their own
-//! modules: the host search (`hosts`), the replicas (`replicas`) and URL parsing (`url`).
+//! modules: the host search (`hosts`), what a host is asked and says (`roles`), the
+//! replicas (`replicas`) and URL parsing (`url`).
 
 mod hosts;
 pub(crate) mod replicas;
+mod roles;
 mod url;
 
 use std::sync::Arc;
@@ -19,8 +21,9 @@ use sqlx::pool::PoolOptions;
 use sqlx::{Connection, Pool};
 
 use self::hosts::Hosts;
-pub use self::hosts::{PROBE_TIMEOUT, RETRY_AFTER, Role, SessionAttrs};
+pub use self::hosts::{PROBE_TIMEOUT, RETRY_AFTER};
 use self::replicas::{DEFAULT_WAIT, ReplicaState, Replicas, Standby};
+pub use self::roles::{Role, SessionAttrs};
 use crate::backend::{Backend, ServerSet};
 use crate::check::Generation;
 use crate::check::OnConnection;
@@ -29,7 +32,7 @@ use crate::error::{OrStoreError, PrimaryError};
 use crate::queries::Read;
 use crate::statement::{Arg, Statement};
 use crate::store::{PoolState, SqlStore};
-use crate::{ACQUIRE_TIMEOUT, Error};
+use crate::{ACQUIRE_TIMEOUT, Error, PRIMARY_TIMEOUT};
 
 /// The options a database's connections are opened with.
 pub type ConnectOptionsOf<DB> = <<DB as sqlx::Database>::Connection as Connection>::Options;
@@ -46,6 +49,10 @@ pub trait Networked: Backend<Servers = Servers<Self>> + Standby {
 
     /// The options for one host's `url`.
     fn parse(url: &str) -> Result<ConnectOptionsOf<Self>, Error>;
+
+    /// Where `options` connect, as logs and errors name a host (`host:port`, or the
+    /// socket's path).
+    fn address(options: &ConnectOptionsOf<Self>) -> String;
 
     /// What the server on `conn` says of its role.
     fn role(conn: &mut Self::Connection) -> impl Future<Output = Result<Role, sqlx::Error>> + Send;
@@ -101,14 +108,20 @@ impl<DB: Networked> Servers<DB> {
         }
     }
 
-    /// A pool of the store's own over `hosts`, which drops the connections a switch of
-    /// hosts left behind before they are used.
+    /// A pool of the store's own over `hosts`, which drops the connections opened before
+    /// its host failed or was left, before they are used again and as they come back
+    /// (without the ping sqlx sends a connection coming back, which a dead network path
+    /// would hold for minutes).
     fn own(hosts: Hosts<DB>, extra: &DB::Extra) -> Self {
         let hosts = Arc::new(hosts);
-        let follows = hosts.clone();
+        let (acquiring, releasing) = (hosts.clone(), hosts.clone());
         let pool = DB::pool_options(extra)
             .before_acquire(move |_, meta| {
-                let current = follows.current(meta.age);
+                let current = acquiring.current(meta.age);
+                Box::pin(async move { Ok(current) })
+            })
+            .after_release(move |_, meta| {
+                let current = releasing.current(meta.age);
                 Box::pin(async move { Ok(current) })
             })
             .connect_lazy_with(hosts.first());
@@ -147,18 +160,26 @@ impl<DB: Networked> Servers<DB> {
 
     /// Runs `work` on the primary pool: once its host is known to have the role (at
     /// once while it is; a request that finds it lost waits for a search, at most
-    /// briefly, or is refused at once after one that found none). A failure that says
-    /// the host is gone or of another role sends the next request looking for it.
+    /// briefly, or is refused at once after one that found none), and within
+    /// [`PRIMARY_TIMEOUT`]. A failure that says the host is gone or of another role, or
+    /// no answer in time, sends the next request looking for it.
     pub(crate) async fn primary<T, E: PrimaryError>(
         &self,
         work: impl Future<Output = Result<T, E>>,
     ) -> Result<T, E> {
-        if let Some(hosts) = &self.hosts {
-            hosts.ready(&self.pool).await.map_err(E::unready)?;
-        }
-        let outcome = work.await;
+        let Some(hosts) = &self.hosts else {
+            // A host's pool: its own settings bound it.
+            let outcome = work.await;
+            books_core::trace::store_answered_by(DB::SYSTEM, "primary", None);
+            return outcome;
+        };
+        hosts.ready(&self.pool).await.map_err(E::unready)?;
+        let Ok(outcome) = tokio::time::timeout(PRIMARY_TIMEOUT, work).await else {
+            hosts.lost();
+            return Err(E::timed_out());
+        };
         books_core::trace::store_answered_by(DB::SYSTEM, "primary", None);
-        if let (Some(hosts), Err(error)) = (&self.hosts, &outcome)
+        if let Err(error) = &outcome
             && error.driver().is_some_and(DB::lost)
         {
             hosts.lost();
@@ -298,10 +319,33 @@ impl<DB: Networked> SqlStore<DB> {
 
     /// `store` once its primary answers.
     async fn connected(store: Self) -> Result<Self, Error> {
-        let hosts = store.servers.hosts.as_ref().expect("a store's own pool");
-        match hosts.ready(&store.servers.pool).await {
-            Ok(()) => Ok(store),
-            Err(why) => Err(Error::Database(sqlx::Error::unready(why))),
+        store.wait_for_primary(Duration::ZERO).await?;
+        Ok(store)
+    }
+
+    /// Waits until a host with the role the store wants answers (one search, and more
+    /// until `within` has passed), so that what runs next — migrations, demo data, a
+    /// server's first request — runs on the primary whichever host of the URL it is.
+    /// Fails naming what each host was found to be (refused the connection, did not
+    /// answer in time, refused the login, a standby, read-only …). A store over a host's
+    /// pool has nothing to look for.
+    pub async fn wait_for_primary(&self, within: Duration) -> Result<(), Error> {
+        let Some(hosts) = &self.servers.hosts else {
+            return Ok(());
+        };
+        let deadline = std::time::Instant::now().checked_add(within);
+        loop {
+            match hosts.ready(&self.servers.pool).await {
+                Ok(()) => return Ok(()),
+                Err(why) if deadline.is_none_or(|d| std::time::Instant::now() >= d) => {
+                    return Err(Error::NoPrimary {
+                        wanted: hosts.attrs().name(),
+                        why,
+                        hosts: hosts.report(),
+                    });
+                }
+                Err(_) => tokio::time::sleep(RETRY_AFTER).await,
+            }
         }
     }
 

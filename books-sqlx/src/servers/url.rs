@@ -2,7 +2,7 @@
 //! hosts and ports as lists in the query (`?host=h1,h2&port=5432,5433`), with
 //! `target_session_attrs`; split into one URL per host for the driver's own parser.
 
-use super::hosts::SessionAttrs;
+use super::roles::SessionAttrs;
 use crate::Error;
 
 /// The query parameters that describe the cluster rather than a connection.

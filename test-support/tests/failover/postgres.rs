@@ -1,13 +1,15 @@
 //! A pg_auto_failover formation (a monitor, a primary, a standby) named by its libpq
-//! multi-host URL: a planned switchover and a killed primary under writes with keys.
+//! multi-host URL: a planned switchover and a killed primary under writes with keys; a
+//! process started after the switchover (the URL's first host now the standby, then
+//! down) starts and writes.
 
 use std::time::{Duration, Instant};
 
 use books_core::{BooksApi, Config};
-use books_sqlx::PostgresStore;
+use books_sqlx::{AnyStore, PostgresStore, StoreSettings};
 use books_test_support::{PgAutoFailover, started};
 
-use super::{Load, nothing_lost_nothing_twice, seeded, writes_resume};
+use super::{Load, call, nothing_lost_nothing_twice, seeded, writes_resume};
 
 /// A formation, a migrated store over its URL, the API, and a book to read.
 async fn formation() -> (PgAutoFailover, PostgresStore, BooksApi, (i64, i64)) {
@@ -44,7 +46,48 @@ async fn a_planned_switchover_under_writes_loses_nothing_and_writes_resume() {
     let seen = load.stop().await;
     eprintln!("switchover: {:?}", seen.statuses);
     nothing_lost_nothing_twice(&store, &seen).await;
+
+    // A process started now with the same URL: its first host is the standby.
+    let url = formation.url("books");
+    let author = seeded.0;
+    starts_and_creates(&url, author).await;
+    // And with that host down.
+    let mut formation = formation;
+    assert!(formation.kill_node(old), "the standby killed");
+    starts_and_creates(&url, author).await;
     drop(formation);
+}
+
+/// Opens the store at `url` as the server does (`AnyStore::open`: a search for the
+/// primary, then migrations there) and creates a book through the API: answered 201
+/// within 30 s (a primary whose synchronous standby just died holds commits until the
+/// monitor lets it go on alone).
+async fn starts_and_creates(url: &str, author: i64) {
+    let started = Instant::now();
+    let store = AnyStore::open(url, &StoreSettings::default())
+        .await
+        .expect("the store opens on the primary");
+    let AnyStore::Postgres(store) = store else {
+        panic!("a PostgreSQL store")
+    };
+    let api = BooksApi::new(store, Config::default());
+    let body = format!("title=restarted&author_id={author}&year=2024");
+    loop {
+        let (status, _, json) = call(&api, "POST", "/api/books", &[], &body).await;
+        if status == 201 {
+            break;
+        }
+        assert_eq!(status, 503, "{json}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "a 201 within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "restarted: the first 201 {:?} after the start",
+        started.elapsed()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
