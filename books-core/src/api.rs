@@ -2,6 +2,7 @@
 
 use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{ALLOW, CACHE_CONTROL, HeaderValue};
@@ -14,6 +15,7 @@ use crate::compression;
 use crate::conditional;
 use crate::config::Config;
 use crate::idempotency::InFlight;
+use crate::log_throttle::LogThrottle;
 use crate::metrics::{RequestTimer, untraced_store_call};
 use crate::negotiate::{Format, negotiate};
 use crate::problem::{ErrorChain, Problem};
@@ -343,16 +345,21 @@ fn set_request_id(response: &mut Response<Bytes>, id: RequestId) {
 }
 
 /// Logs a store failure behind a problem, once, with the request's id, method and path
-/// (the `request` span, when kept, adds the route).
+/// (the `request` span, when kept, adds the route). Unavailable stores (an outage fails
+/// every request) are warned of at most once per 5 s, with how many were held back;
+/// each one is at `DEBUG`.
 fn log_failure(problem: &Problem, parts: &http::request::Parts, id: &RequestId) {
+    static UNAVAILABLE: LogThrottle = LogThrottle::new(Duration::from_secs(5));
     let Some(cause) = &problem.cause else {
         return;
     };
     let (method, path) = (&parts.method, parts.uri.path());
     let error = ErrorChain(&**cause);
-    if problem.status == StatusCode::SERVICE_UNAVAILABLE {
-        tracing::warn!(request_id = %id, %method, path, %error, "store unavailable");
-    } else {
+    if problem.status != StatusCode::SERVICE_UNAVAILABLE {
         tracing::error!(request_id = %id, %method, path, %error, "store failure");
+    } else if let Some(held_back) = UNAVAILABLE.allow() {
+        tracing::warn!(request_id = %id, %method, path, %error, held_back, "store unavailable");
+    } else {
+        tracing::debug!(request_id = %id, %method, path, %error, "store unavailable");
     }
 }

@@ -55,6 +55,7 @@ mod form;
 pub mod fuzzing;
 mod idempotency;
 mod list_params;
+mod log_throttle;
 pub mod metrics;
 mod negotiate;
 mod openapi;
@@ -76,6 +77,7 @@ pub mod testing;
 
 pub use api::{BooksApi, VERSION};
 pub use config::{CacheControl, CacheLimits, Clock, Config, ManualClock, SystemClock};
+pub use log_throttle::LogThrottle;
 pub use problem::{ErrorChain, refusal};
 pub use request_id::{REQUEST_ID, RequestId};
 pub use route::RouteScheme;

@@ -182,14 +182,16 @@ pub(crate) fn idempotency(outcome: &'static str) {
     crate::trace::idempotency(outcome);
 }
 
-/// Version checks that found the store's history rewritten (a failover that lost
-/// writes, a restored backup, a database created again), each dropping every cached
-/// answer (counter).
+/// Version checks that dropped every cached answer because what they read may belong
+/// to another history, by what they saw (`seen`): `history` (the version names another
+/// history: a promoted standby, another server, a restored backup, a database created
+/// again) or `count` (the count went back: writes the process had seen are gone)
+/// (counter).
 pub const CACHE_REWRITES: &str = "books_cache_history_rewrites_total";
 
-/// Counts a rewritten history.
-pub(crate) fn cache_rewritten() {
-    counter!(CACHE_REWRITES).increment(1);
+/// Counts a drop of every cached answer, by what was `seen`.
+pub(crate) fn cache_rewritten(seen: &'static str) {
+    counter!(CACHE_REWRITES, "seen" => seen).increment(1);
 }
 
 /// Counts a cache lookup.

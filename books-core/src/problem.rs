@@ -299,11 +299,18 @@ fn reason(status: StatusCode) -> &'static str {
 pub struct ErrorChain<'a>(pub &'a (dyn std::error::Error + 'static));
 
 impl std::fmt::Display for ErrorChain<'_> {
+    /// Each cause once: a cause whose words its wrapper already said (a wrapper that
+    /// prints its source, a transparent one) is left out.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
+        let mut said = self.0.to_string();
+        f.write_str(&said)?;
         let mut source = self.0.source();
         while let Some(cause) = source {
-            write!(f, ": {cause}")?;
+            let words = cause.to_string();
+            if !said.contains(&words) {
+                write!(f, ": {words}")?;
+            }
+            said = words;
             source = cause.source();
         }
         Ok(())
@@ -328,4 +335,57 @@ pub fn refusal(
     headers.insert(http::header::CACHE_CONTROL, crate::render::NO_STORE);
     headers.insert(crate::request_id::REQUEST_ID, id.header_value().clone());
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorChain;
+
+    /// An error that says `words`, caused by `source`; `repeats` when its words end with
+    /// its source's (as `format!("…: {source}")` wrappers do).
+    #[derive(Debug)]
+    struct Layer(String, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    fn chain(layers: &[&str]) -> Layer {
+        layers
+            .iter()
+            .rev()
+            .fold(None, |source, words| {
+                Some(Layer(words.to_string(), source.map(Box::new)))
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn each_cause_is_said_once() {
+        let plain = chain(&["store unavailable", "pool timed out"]);
+        assert_eq!(
+            ErrorChain(&plain).to_string(),
+            "store unavailable: pool timed out"
+        );
+        // A transparent wrapper, and one that prints its source itself.
+        let repeated = chain(&[
+            "store unavailable",
+            "no server answers",
+            "no server answers",
+            "connect: connection refused",
+            "connection refused",
+        ]);
+        assert_eq!(
+            ErrorChain(&repeated).to_string(),
+            "store unavailable: no server answers: connect: connection refused"
+        );
+    }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use books_core::store::{StoreError, Unready};
-use books_core::{BooksApi, ErrorChain};
+use books_core::{BooksApi, ErrorChain, LogThrottle};
 use http::header::{CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use http::{Method, StatusCode};
 use hyper::body::Incoming;
@@ -86,7 +86,10 @@ impl Operations {
                         Ok(Err(error)) => (ErrorChain(error).to_string(), state(error)),
                         _ => ("timed out".to_owned(), "unreachable"),
                     };
-                    tracing::warn!(error = %why, "not ready: the store does not answer");
+                    static NOT_READY: LogThrottle = LogThrottle::new(Duration::from_secs(5));
+                    if let Some(held_back) = NOT_READY.allow() {
+                        tracing::warn!(error = %why, held_back, "not ready: the store does not answer");
+                    }
                     let body = format!("not ready: {state}\n");
                     let mut response = text(StatusCode::SERVICE_UNAVAILABLE, body);
                     let retry = HeaderValue::from_static("1");

@@ -126,7 +126,10 @@ impl AnyStore {
         Ok(store)
     }
 
-    #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(unused_variables))]
+    #[cfg_attr(
+        not(any(feature = "postgres", feature = "mysql")),
+        allow(unused_variables)
+    )]
     async fn wait_for_primary(&self, within: Duration) -> Result<(), Error> {
         match self {
             #[cfg(feature = "sqlite")]

@@ -14,6 +14,7 @@ mod cluster;
 mod fake_server;
 mod galera;
 mod mariadb;
+mod partition;
 mod pg_auto_failover;
 mod pgbouncer;
 
@@ -21,6 +22,7 @@ pub use cluster::{Cluster, Node};
 pub use fake_server::{Answer, FakeServer, Protocol};
 pub use galera::Galera;
 pub use mariadb::MariaDb;
+pub use partition::{Cut, Partition};
 pub use pg_auto_failover::PgAutoFailover;
 pub use pgbouncer::PgBouncer;
 

@@ -82,9 +82,20 @@ pub(super) enum Moved {
     /// A newer count in the same history: answers went, unless only appends came.
     Ahead,
     /// Another history than the last check's, or a count below the standing the cache
-    /// had when the check was sent: the database's history was rewritten, and every
-    /// answer went.
-    Rewritten,
+    /// had when the check was sent: the database's history may have been rewritten, and
+    /// every answer went.
+    Rewritten(Rewrite),
+}
+
+/// What a check saw that dropped every answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Rewrite {
+    /// The version names another history than the last check's (`was`): a promoted
+    /// standby, another server, a restored backup, a database created again. Whether
+    /// writes were lost the database does not say.
+    History { was: u64 },
+    /// The count went back from `was` to the check's: writes the cache had seen are gone.
+    Backwards { was: u64 },
 }
 
 /// Where a read or check starts: after how many writes of this process (a read that
@@ -188,12 +199,18 @@ impl Entries {
         let other_history = self
             .history
             .replace(reading.version.history)
-            .is_some_and(|history| history != reading.version.history);
+            .filter(|history| *history != reading.version.history);
         let backwards = count < self.standing.count() && mark.learnt == self.learnt;
-        let moved = if other_history || backwards {
+        let rewrite = match other_history {
+            Some(was) => Some(Rewrite::History { was }),
+            None => backwards.then(|| Rewrite::Backwards {
+                was: self.standing.count(),
+            }),
+        };
+        let moved = if let Some(rewrite) = rewrite {
             self.forget_answers();
             self.stand(Standing::Checked(reading));
-            Moved::Rewritten
+            Moved::Rewritten(rewrite)
         } else if count > self.standing.count() {
             self.advance(reading);
             Moved::Ahead

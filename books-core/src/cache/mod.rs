@@ -44,9 +44,10 @@
 //!    Tests: `bounded::tests::*`, `entries::tests::answers_and_compressed_bodies_share_one_bound`.
 //! 8. **Rewritten history.** A check that reads another [history](crate::store::Version)
 //!    than the last check, or a count below the one the cache stood at when the check
-//!    was sent (a lossy failover, a restored backup, a database created again), drops
-//!    every answer before any is served again, logged at `WARN` and counted in
-//!    [`CACHE_REWRITES`](crate::metrics::CACHE_REWRITES). Tests:
+//!    was sent (a failover, a restored backup, a database created again), drops every
+//!    answer before any is served again, logged at `WARN` with what was seen and counted
+//!    in [`CACHE_REWRITES`](crate::metrics::CACHE_REWRITES) by it (`seen="history"`,
+//!    `seen="count"`). Tests:
 //!    `entries::tests::a_rewritten_history_drops_every_answer`,
 //!    `tests::a_rewound_database_is_never_served_from_the_cache`.
 
@@ -62,7 +63,7 @@ use bytes::Bytes;
 use http::header::HeaderValue;
 use http::{HeaderMap, Response};
 
-use self::entries::{Entries, Found, Moved};
+use self::entries::{Entries, Found, Moved, Rewrite};
 use crate::config::CacheLimits;
 use crate::metrics::store_call;
 use crate::store::{
@@ -206,14 +207,8 @@ impl Cache {
                     (entries.tally_above(), entries.mark())
                 };
                 let reading = read_version(&source, above).await?;
-                if lock(&entries).checked(reading, mark) == Moved::Rewritten {
-                    crate::metrics::cache_rewritten();
-                    tracing::warn!(
-                        history = reading.version.history,
-                        count = reading.version.count,
-                        "the store's history was rewritten (a failover that lost writes, \
-                         a restored backup, a database created again): every cached answer dropped"
-                    );
+                if let Moved::Rewritten(rewrite) = lock(&entries).checked(reading, mark) {
+                    dropped(rewrite, reading.version);
                 }
                 Ok(reading)
             }
@@ -229,6 +224,31 @@ impl Cache {
             span.record("books.version_check.shared", !sent);
         }
         reading
+    }
+}
+
+/// Logs and counts a drop of every answer, saying what the check saw, and no more.
+fn dropped(rewrite: Rewrite, now: Version) {
+    crate::metrics::cache_rewritten(match rewrite {
+        Rewrite::History { .. } => "history",
+        Rewrite::Backwards { .. } => "count",
+    });
+    match rewrite {
+        Rewrite::History { was } => tracing::warn!(
+            history = now.history,
+            was,
+            count = now.count,
+            "every cached answer dropped: the store's version names another history \
+             (a promoted standby's new timeline, another server, a restored backup or a \
+             database created again; whether writes were lost it does not say)"
+        ),
+        Rewrite::Backwards { was } => tracing::warn!(
+            count = now.count,
+            was,
+            history = now.history,
+            "every cached answer dropped: the store's version count went back (writes \
+             this process had seen are gone: a failover that lost them, a restored backup)"
+        ),
     }
 }
 

@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use books_core::LogThrottle;
 use books_core::store::Unready;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
@@ -101,9 +102,8 @@ pub(crate) struct Hosts<DB: sqlx::Database> {
     /// When the pool's connections last went stale (nanoseconds after `epoch`).
     stale_before: AtomicU64,
     epoch: Instant,
-    /// How many "no primary" warnings were held back since the last one logged, and
-    /// when the next may be.
-    warnings: Mutex<(u64, Option<Instant>)>,
+    /// "No primary" warnings (every failed search) at most once per [`WARN_EVERY`].
+    none_found: LogThrottle,
 }
 
 impl<DB: sqlx::Database> std::fmt::Debug for Hosts<DB> {
@@ -153,7 +153,7 @@ impl<DB: Networked> Hosts<DB> {
             generation: Arc::default(),
             stale_before: AtomicU64::new(0),
             epoch: Instant::now(),
-            warnings: Mutex::new((0, None)),
+            none_found: LogThrottle::new(WARN_EVERY),
         }
     }
 
@@ -302,21 +302,14 @@ impl<DB: Networked> Hosts<DB> {
     /// Logs that no host has the role, with what each said: at most once per
     /// [`WARN_EVERY`], with how many searches found none since the last line.
     fn warn_none_found(&self, why: &Unready) {
-        let mut warnings = self.warnings.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        if warnings.1.is_some_and(|next| now < next) {
-            warnings.0 += 1;
-            return;
+        if let Some(held_back) = self.none_found.allow() {
+            tracing::warn!(
+                reason = %why,
+                hosts = %self.report(),
+                held_back,
+                "no server for the primary pool; asking again shortly"
+            );
         }
-        let held_back = std::mem::take(&mut warnings.0);
-        warnings.1 = now.checked_add(WARN_EVERY);
-        drop(warnings);
-        tracing::warn!(
-            reason = %why,
-            hosts = %self.report(),
-            searches_since_last_warning = held_back,
-            "no server for the primary pool; asking again shortly"
-        );
     }
 }
 

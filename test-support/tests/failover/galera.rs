@@ -100,7 +100,7 @@ async fn galera_writes_go_on_when_the_first_node_is_killed() {
     let store = store(&galera, &[0, 1, 2]).await;
     let seeded = seeded(&store).await;
     let api = BooksApi::new(store.clone(), Config::default());
-    let load = Load::start(&api, seeded, "galera", 8, 2);
+    let load = Load::start(&api, seeded, "galera", 8, 2).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let killed = Instant::now();
     assert!(galera.kill(0), "node 0 killed");
@@ -120,7 +120,7 @@ async fn galera_writes_go_on_when_the_first_node_is_killed() {
     );
     tokio::time::sleep(Duration::from_secs(1)).await;
     let seen = load.stop().await;
-    eprintln!("galera node killed: {:?}", seen.statuses);
+    eprintln!("galera node killed: {:?}", seen.statuses());
     nothing_lost_nothing_twice(&store, &seen).await;
     drop(galera);
 }

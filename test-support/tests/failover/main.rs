@@ -10,6 +10,7 @@
 //! database once, no key's book twice, and writes answered again after the event.
 
 mod galera;
+mod partition;
 mod postgres;
 mod rewrite;
 
@@ -41,33 +42,85 @@ async fn call(
     (response.status().as_u16(), retry, json)
 }
 
-/// What a load saw.
+/// How long a client waits for an answer before it counts the request as hung.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One request of a load: when it started and ended, and what it got.
+#[derive(Debug, Clone)]
+struct Call {
+    started: Instant,
+    ended: Instant,
+    /// The status (0: no answer within [`CLIENT_TIMEOUT`]), and whether a 503 had
+    /// `Retry-After`.
+    status: u16,
+    retry: bool,
+    what: What,
+}
+
+/// What a request asked, and what its answer said.
+#[derive(Debug, Clone)]
+enum What {
+    /// A create with its key (the title): the id of the book a 201 acknowledged.
+    Create { title: String, id: Option<i64> },
+    /// A book acknowledged before the read began (or the one there before the load).
+    Get { id: i64 },
+    /// The list's first page: `meta.total` of a 200.
+    List { total: Option<u64> },
+}
+
+/// What a load saw: every request, in the order each ended.
 #[derive(Debug, Default)]
 struct Seen {
-    /// Answers by status.
-    statuses: BTreeMap<u16, u64>,
-    /// 503s without `Retry-After`.
-    bare_503: u64,
+    /// The books there were as the load began.
+    before: u64,
+    calls: Vec<Call>,
     /// Each key's acknowledged book (title, id).
     acknowledged: Vec<(String, i64)>,
-    /// When each 201 came.
-    created_at: Vec<Instant>,
 }
 
 impl Seen {
-    /// Counts an answer; `created`: the key's book it acknowledged.
-    fn record(&mut self, status: u16, retry: bool, created: Option<(String, i64)>) {
-        *self.statuses.entry(status).or_default() += 1;
-        self.bare_503 += u64::from(status == 503 && !retry);
-        if let Some(book) = created {
-            self.acknowledged.push(book);
-            self.created_at.push(Instant::now());
+    /// Answers by status.
+    fn statuses(&self) -> BTreeMap<u16, u64> {
+        let mut statuses = BTreeMap::new();
+        for call in &self.calls {
+            *statuses.entry(call.status).or_default() += 1;
         }
+        statuses
+    }
+
+    /// When the first create acknowledged after `since` was answered.
+    fn first_created_after(&self, since: Instant) -> Option<Instant> {
+        self.calls
+            .iter()
+            .filter(|c| c.status == 201 && c.ended > since)
+            .map(|c| c.ended)
+            .min()
+    }
+
+    /// The longest any request waited for its answer.
+    fn longest(&self) -> Duration {
+        let waits = self.calls.iter().map(|c| c.ended - c.started);
+        waits.max().unwrap_or_default()
     }
 }
 
-/// Writers and readers through `api`, until `stop`; each create's key and title are the
-/// same (`{run}-{writer}-{n}`), sent again after a 503 until answered or `stop`.
+/// `request` through `api` within [`CLIENT_TIMEOUT`]: the status (0 if none came),
+/// `Retry-After`, the JSON.
+async fn timed_call(api: &BooksApi, request: Request<String>) -> (u16, bool, Value) {
+    match tokio::time::timeout(CLIENT_TIMEOUT, api.handle(request)).await {
+        Ok(response) => {
+            let retry = response.headers().contains_key("retry-after");
+            let json = serde_json::from_slice(response.body()).unwrap_or(Value::Null);
+            (response.status().as_u16(), retry, json)
+        }
+        Err(_) => (0, false, Value::Null),
+    }
+}
+
+/// Writers and readers through `api`, until `stop`, every request recorded. Each
+/// create's key and title are the same (`{run}-{writer}-{n}`), sent again after a 503
+/// until answered or `stop`; readers get the book last acknowledged as they begin (or
+/// `book`), or list the first page.
 struct Load {
     stop: Arc<AtomicBool>,
     seen: Arc<Mutex<Seen>>,
@@ -75,8 +128,8 @@ struct Load {
 }
 
 impl Load {
-    /// `book`: one the readers get (the others list).
-    fn start(
+    /// `book`: one the readers get until a create is acknowledged.
+    async fn start(
         api: &BooksApi,
         (author, book): (i64, i64),
         run: &str,
@@ -84,7 +137,13 @@ impl Load {
         readers: usize,
     ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
-        let seen = Arc::new(Mutex::new(Seen::default()));
+        let (status, _, page) = call(api, "GET", "/api/books", &[], "").await;
+        assert_eq!(status, 200, "the first page before the load");
+        let before = page["meta"]["total"].as_u64().expect("a total");
+        let seen = Arc::new(Mutex::new(Seen {
+            before,
+            ..Seen::default()
+        }));
         let mut tasks = Vec::new();
         for writer in 0..writers {
             let (api, stop, seen, run) = (api.clone(), stop.clone(), seen.clone(), run.to_owned());
@@ -94,16 +153,19 @@ impl Load {
                     let title = format!("{run}-{writer}-{n}");
                     let body = format!("title={title}&author_id={author}&year=2020");
                     loop {
-                        let headers = [("idempotency-key", title.as_str())];
-                        let (status, retry, json) =
-                            call(&api, "POST", "/api/books", &headers, &body).await;
-                        let created = (status == 201).then(|| {
-                            let id = json["id"].as_i64().expect("an id");
-                            (title.clone(), id)
-                        });
-                        let done = created.is_some();
-                        seen.lock().unwrap().record(status, retry, created);
-                        if done || stop.load(Ordering::Relaxed) {
+                        let request = Request::post("/api/books")
+                            .header("idempotency-key", &title)
+                            .body(body.clone())
+                            .unwrap();
+                        let started = Instant::now();
+                        let (status, retry, json) = timed_call(&api, request).await;
+                        let id = (status == 201).then(|| json["id"].as_i64().expect("an id"));
+                        let what = What::Create {
+                            title: title.clone(),
+                            id,
+                        };
+                        seen.lock().unwrap().record(started, status, retry, what);
+                        if id.is_some() || stop.load(Ordering::Relaxed) {
                             break;
                         }
                         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -116,13 +178,24 @@ impl Load {
             let (api, stop, seen) = (api.clone(), stop.clone(), seen.clone());
             tasks.push(tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
+                    let last = seen.lock().unwrap().acknowledged.last().map(|b| b.1);
+                    let id = last.unwrap_or(book);
                     let path = if reader % 2 == 0 {
                         "/api/books".to_owned()
                     } else {
-                        format!("/api/books/{book}")
+                        format!("/api/books/{id}")
                     };
-                    let (status, retry, _) = call(&api, "GET", &path, &[], "").await;
-                    seen.lock().unwrap().record(status, retry, None);
+                    let request = Request::get(&path).body(String::new()).unwrap();
+                    let started = Instant::now();
+                    let (status, retry, json) = timed_call(&api, request).await;
+                    let what = if reader % 2 == 0 {
+                        What::List {
+                            total: json["meta"]["total"].as_u64(),
+                        }
+                    } else {
+                        What::Get { id }
+                    };
+                    seen.lock().unwrap().record(started, status, retry, what);
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
             }));
@@ -144,9 +217,29 @@ impl Load {
         self.seen
             .lock()
             .unwrap()
-            .created_at
-            .iter()
-            .any(|at| *at > since)
+            .first_created_after(since)
+            .is_some()
+    }
+}
+
+impl Seen {
+    /// Records a request that started at `started` and ended now.
+    fn record(&mut self, started: Instant, status: u16, retry: bool, what: What) {
+        if let What::Create {
+            title,
+            id: Some(id),
+        } = &what
+        {
+            self.acknowledged.push((title.clone(), *id));
+        }
+        let ended = Instant::now();
+        self.calls.push(Call {
+            started,
+            ended,
+            status,
+            retry,
+            what,
+        });
     }
 }
 
@@ -162,24 +255,24 @@ async fn writes_resume(load: &Load, since: Instant, within: Duration) -> Duratio
     since.elapsed()
 }
 
-/// The checks every failover keeps: only 200, 201 and 503 (each with `Retry-After`);
-/// every acknowledged book in `store` once, under its title; no title twice.
+/// The checks every failover keeps: only 200, 201 and 503 (each with `Retry-After`), no
+/// request without an answer; every acknowledged book in `store` once, under its title;
+/// no title twice; and the history of reads (`histories_agree`).
 async fn nothing_lost_nothing_twice(store: &impl BookStore, seen: &Seen) {
-    let unexpected: Vec<_> = seen
-        .statuses
+    let statuses = seen.statuses();
+    let unexpected: Vec<_> = statuses
         .keys()
         .filter(|s| ![200, 201, 503].contains(*s))
         .collect();
     assert!(
         unexpected.is_empty(),
-        "answers other than 200/201/503: {:?}",
-        seen.statuses
+        "answers other than 200/201/503 (0: none within {CLIENT_TIMEOUT:?}): {statuses:?}"
     );
-    assert_eq!(seen.bare_503, 0, "every 503 has Retry-After");
+    let bare = seen.calls.iter().filter(|c| c.status == 503 && !c.retry);
+    assert_eq!(bare.count(), 0, "every 503 has Retry-After");
     assert!(
         !seen.acknowledged.is_empty(),
-        "some creates were acknowledged: {:?}",
-        seen.statuses
+        "some creates were acknowledged: {statuses:?}"
     );
     let books = store
         .list(&ListQuery::new(0, 1_000_000))
@@ -198,6 +291,63 @@ async fn nothing_lost_nothing_twice(store: &impl BookStore, seen: &Seen) {
             "acknowledged {title} (id {id}) is there once"
         );
     }
+    histories_agree(seen);
+}
+
+/// No read answers a value that was never committed or that a completed write had
+/// already replaced: a get of a book acknowledged before it began finds it (200, or a
+/// 503), and a page's total is at least the books acknowledged before it began (and the
+/// books there were before the load) and at most the books whose create had begun
+/// before it ended.
+fn histories_agree(seen: &Seen) {
+    let before = seen.before;
+    let mut creates: Vec<&Call> = seen
+        .calls
+        .iter()
+        .filter(|c| matches!(c.what, What::Create { .. }))
+        .collect();
+    creates.sort_by_key(|c| c.ended);
+    let mut problems = Vec::new();
+    for call in &seen.calls {
+        match &call.what {
+            What::Get { id } if call.status == 404 => {
+                problems.push(format!("book {id}, acknowledged before, answered 404"));
+            }
+            What::List { total: Some(total) } if call.status == 200 => {
+                let acknowledged_before = creates
+                    .iter()
+                    .filter(|c| c.status == 201 && c.ended < call.started)
+                    .count() as u64;
+                let begun_before = keys_begun_before(seen, call.ended);
+                if *total < before + acknowledged_before {
+                    problems.push(format!(
+                        "a total of {total} after {acknowledged_before} creates had been \
+                         acknowledged (and {before} books were there)"
+                    ));
+                }
+                if *total > before + begun_before {
+                    problems.push(format!(
+                        "a total of {total} while only {begun_before} creates had begun"
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(problems.is_empty(), "reads that disagree: {problems:?}");
+}
+
+/// How many distinct keys had a create begun before `at`.
+fn keys_begun_before(seen: &Seen, at: Instant) -> u64 {
+    let keys: std::collections::BTreeSet<&str> = seen
+        .calls
+        .iter()
+        .filter_map(|c| match &c.what {
+            What::Create { title, .. } if c.started < at => Some(title.as_str()),
+            _ => None,
+        })
+        .collect();
+    keys.len() as u64
 }
 
 /// An author of the store's, and a book of hers (for the readers).

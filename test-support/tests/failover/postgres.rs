@@ -29,7 +29,7 @@ async fn formation() -> (PgAutoFailover, PostgresStore, BooksApi, (i64, i64)) {
 )]
 async fn a_planned_switchover_under_writes_loses_nothing_and_writes_resume() {
     let (formation, store, api, seeded) = formation().await;
-    let load = Load::start(&api, seeded, "switchover", 8, 2);
+    let load = Load::start(&api, seeded, "switchover", 8, 2).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let old = formation.primary_port().expect("a primary");
     let new = tokio::task::spawn_blocking(move || {
@@ -44,7 +44,7 @@ async fn a_planned_switchover_under_writes_loses_nothing_and_writes_resume() {
     eprintln!("switchover: the first create {resumed:?} after the new primary took writes");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let seen = load.stop().await;
-    eprintln!("switchover: {:?}", seen.statuses);
+    eprintln!("switchover: {:?}", seen.statuses());
     nothing_lost_nothing_twice(&store, &seen).await;
 
     // A process started now with the same URL: its first host is the standby.
@@ -97,7 +97,7 @@ async fn starts_and_creates(url: &str, author: i64) {
 )]
 async fn a_killed_primary_under_writes_loses_nothing_and_writes_resume() {
     let (mut formation, store, api, seeded) = formation().await;
-    let load = Load::start(&api, seeded, "killed", 8, 2);
+    let load = Load::start(&api, seeded, "killed", 8, 2).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let old = formation.kill_primary().expect("the primary killed");
     let (formation, new) = tokio::task::spawn_blocking(move || {
@@ -112,7 +112,7 @@ async fn a_killed_primary_under_writes_loses_nothing_and_writes_resume() {
     eprintln!("killed primary: the first create {resumed:?} after the new primary took writes");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let seen = load.stop().await;
-    eprintln!("killed primary: {:?}", seen.statuses);
+    eprintln!("killed primary: {:?}", seen.statuses());
     nothing_lost_nothing_twice(&store, &seen).await;
     drop(formation);
 }

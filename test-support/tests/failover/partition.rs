@@ -1,0 +1,90 @@
+//! Partitions: the network between the server and its primary drops packets (it does
+//! not refuse them: connections open across the cut hang, new ones are never answered)
+//! for a while, then heals, under writers with keys and readers. Besides what every
+//! failover keeps (nothing acknowledged lost or stored twice, no read older than a write
+//! acknowledged before it began, only 200/201/503 with `Retry-After`): every answer comes
+//! within the store's bound while the primary is cut off, and writes resume within 2 s
+//! of the heal.
+
+use std::time::{Duration, Instant};
+
+use books_core::{BooksApi, Config};
+use books_sqlx::{MySqlStore, PRIMARY_TIMEOUT, PostgresStore};
+use books_test_support::{Cluster, Cut, MariaDb, Partition, started};
+
+use super::{Load, Seen, nothing_lost_nothing_twice, seeded, writes_resume};
+
+/// How long each cut lasts.
+const CUT_FOR: Duration = Duration::from_secs(10);
+
+/// The longest a request may wait while the primary is cut off: the store's bound on
+/// work on the primary, and a little for the test's own scheduling.
+fn bound() -> Duration {
+    PRIMARY_TIMEOUT + Duration::from_millis(1500)
+}
+
+/// Runs the load through `api` while packets to and from `port` are dropped for
+/// [`CUT_FOR`]; the load's history, checked against `store` by the caller.
+async fn cut_under_load(api: &BooksApi, seeded: (i64, i64), port: u16, run: &str) -> Seen {
+    let load = Load::start(api, seeded, run, 6, 4).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let cut = started(
+        Partition::start(&Cut::default().port(port)),
+        "an nftables cut",
+    );
+    tokio::time::sleep(CUT_FOR).await;
+    let (cut_at, healed) = (cut.since, Instant::now());
+    assert!(cut.heal(), "the cut healed");
+    let resumed = writes_resume(&load, healed, Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let seen = load.stop().await;
+    let during: Vec<_> = seen
+        .calls
+        .iter()
+        .filter(|c| c.started > cut_at && c.ended < healed)
+        .collect();
+    let longest = seen.longest();
+    eprintln!(
+        "{run}: writes {resumed:?} after the heal; {} answers during the cut, the longest \
+         wait {longest:?}; {:?}",
+        during.len(),
+        seen.statuses()
+    );
+    assert!(
+        longest <= bound(),
+        "every answer within {:?} of its request: {longest:?}",
+        bound()
+    );
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(books_test_pg_cluster, books_test_nftables)),
+    ignore = "needs PostgreSQL's server tools (initdb) and nftables (.ci/install-clusters)"
+)]
+async fn postgres_cut_off_from_its_primary_answers_in_time_and_resumes() {
+    let cluster = started(Cluster::start(), "a private PostgreSQL server");
+    let store = PostgresStore::connect_lazy(&cluster.primary().url()).expect("a URL");
+    store.migrate().await.expect("migrated");
+    let seeded = seeded(&store).await;
+    let api = BooksApi::new(store.clone(), Config::default());
+    let seen = cut_under_load(&api, seeded, cluster.primary().port(), "pg-cut").await;
+    nothing_lost_nothing_twice(&store, &seen).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(books_test_mariadb_servers, books_test_nftables)),
+    ignore = "needs MariaDB's server tools (mariadbd) and nftables (.ci/install-clusters)"
+)]
+async fn mysql_cut_off_from_its_primary_answers_in_time_and_resumes() {
+    let server = started(MariaDb::primary(), "a private MariaDB server");
+    assert!(server.sql("CREATE DATABASE books"), "database books");
+    let store = MySqlStore::connect_lazy(&server.url("books")).expect("a URL");
+    store.migrate().await.expect("migrated");
+    let seeded = seeded(&store).await;
+    let api = BooksApi::new(store.clone(), Config::default());
+    let seen = cut_under_load(&api, seeded, server.port(), "mysql-cut").await;
+    nothing_lost_nothing_twice(&store, &seen).await;
+}
