@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use crate::{free_port, left, on_path, output_within, root, scratch_dir, wait_until};
 
-/// One `mariadbd` of the cluster and its ports (all on 127.0.0.1).
+/// One `mariadbd` of the cluster and its ports (MySQL on 127.0.0.1, the cluster's own on
+/// the node's address: [`gcomm_address`]).
 #[derive(Debug)]
 struct Member {
     port: u16,
@@ -118,6 +119,13 @@ impl Galera {
         )
     }
 
+    /// Node `index`'s own loopback address for the cluster's traffic (group
+    /// communication, state transfers; its MySQL port is on 127.0.0.1): a
+    /// [`Cut::between`](crate::Cut::between) two nodes' addresses splits the cluster.
+    pub fn node_address(&self, index: usize) -> String {
+        gcomm_address(index)
+    }
+
     /// The nodes' MySQL ports (127.0.0.1), in order.
     pub fn ports(&self) -> Vec<u16> {
         self.members.iter().map(|member| member.port).collect()
@@ -195,7 +203,8 @@ impl Galera {
         let peers: Vec<String> = self
             .members
             .iter()
-            .map(|m| format!("127.0.0.1:{}", m.galera_port))
+            .enumerate()
+            .map(|(i, m)| format!("{}:{}", gcomm_address(i), m.galera_port))
             .collect();
         let mut command = Command::new(mariadbd());
         command
@@ -238,7 +247,8 @@ impl Galera {
             ))
             .arg(format!("--wsrep-node-name=node{index}"))
             .arg(format!(
-                "--wsrep-node-address=127.0.0.1:{}",
+                "--wsrep-node-address={}:{}",
+                gcomm_address(index),
                 member.galera_port
             ))
             .arg(format!(
@@ -247,13 +257,16 @@ impl Galera {
             ))
             .arg("--wsrep-sst-method=rsync")
             .arg(format!(
-                "--wsrep-sst-receive-address=127.0.0.1:{}",
+                "--wsrep-sst-receive-address={}:{}",
+                gcomm_address(index),
                 member.sst_port
             ))
             .arg(format!(
-                "--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:{};\
-                 ist.recv_addr=127.0.0.1:{};gcache.size=16M",
-                member.galera_port, member.ist_port
+                "--wsrep-provider-options=gmcast.listen_addr=tcp://{address}:{};\
+                 ist.recv_addr={address}:{};gcache.size=16M",
+                member.galera_port,
+                member.ist_port,
+                address = gcomm_address(index)
             ))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -284,6 +297,12 @@ impl Drop for Galera {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Node `index`'s loopback address for the cluster's own traffic (group communication,
+/// state transfers): one of its own, so a test can cut one node off from the others.
+pub(crate) fn gcomm_address(index: usize) -> String {
+    format!("127.0.0.{}", 11 + index)
 }
 
 /// The Galera 4 provider (`libgalera_smm.so`) where Debian or others put it.

@@ -17,8 +17,8 @@ pub struct Partition {
     pub since: Instant,
 }
 
-/// What a cut drops: loopback TCP packets matched by port, and by the sending socket's
-/// owner.
+/// What a cut drops: loopback packets matched by port, by address, and by the sending
+/// socket's owner.
 #[derive(Debug, Clone, Default)]
 pub struct Cut {
     rules: Vec<String>,
@@ -29,6 +29,15 @@ impl Cut {
     pub fn port(mut self, port: u16) -> Self {
         self.rules.push(format!("tcp dport {port} drop"));
         self.rules.push(format!("tcp sport {port} drop"));
+        self
+    }
+
+    /// Every packet between the loopback addresses `a` and `b` (`127.0.0.11`): two
+    /// processes that each bind their own address (Galera nodes do) stop hearing each
+    /// other, and everyone else still hears both.
+    pub fn between(mut self, a: &str, b: &str) -> Self {
+        self.rules.push(format!("ip saddr {a} ip daddr {b} drop"));
+        self.rules.push(format!("ip saddr {b} ip daddr {a} drop"));
         self
     }
 

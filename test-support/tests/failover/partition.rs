@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use books_core::{BooksApi, Config};
 use books_sqlx::{MySqlStore, PRIMARY_TIMEOUT, PostgresStore};
-use books_test_support::{Cluster, Cut, MariaDb, Partition, started};
+use books_test_support::{Cluster, Cut, Galera, MariaDb, Partition, started};
 
 use super::{Load, Seen, nothing_lost_nothing_twice, seeded, writes_resume};
 
@@ -87,4 +87,100 @@ async fn mysql_cut_off_from_its_primary_answers_in_time_and_resumes() {
     let api = BooksApi::new(store.clone(), Config::default());
     let seen = cut_under_load(&api, seeded, server.port(), "mysql-cut").await;
     nothing_lost_nothing_twice(&store, &seen).await;
+}
+
+/// A Galera node cut off from the other two: it falls out of the primary component and
+/// refuses statements, the two others go on as the primary component once they have
+/// evicted it (`evs.suspect_timeout`), and a server whose URL names the cut-off node
+/// first moves to the next node. No read is ever answered by the node outside the
+/// primary component (the history check: no total or book older than an acknowledged
+/// write), and writes resume within 2 s of the two nodes forming the primary component.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(books_test_galera, books_test_nftables)),
+    ignore = "needs Galera and nftables (.ci/install-clusters)"
+)]
+async fn galera_node_cut_off_from_the_others_leaves_the_primary_component() {
+    let galera = started(Galera::start(3), "a three-node Galera cluster");
+    assert!(
+        galera.sql(0, "CREATE DATABASE books").is_some(),
+        "database books"
+    );
+    let store = MySqlStore::connect_lazy(&galera.url("books")).expect("a URL");
+    store.migrate().await.expect("migrated");
+    let seeded = seeded(&store).await;
+    let api = BooksApi::new(store.clone(), Config::default());
+    let load = Load::start(&api, seeded, "galera-cut", 6, 4).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (cut_off, others) = (
+        galera.node_address(0),
+        [1, 2].map(|i| galera.node_address(i)),
+    );
+    let cut = Cut::default()
+        .between(&cut_off, &others[0])
+        .between(&cut_off, &others[1]);
+    let cut = started(Partition::start(&cut), "an nftables cut");
+    let galera = tokio::task::spawn_blocking(move || {
+        let formed = wait_until(Duration::from_secs(30), || {
+            galera.status(1, "wsrep_cluster_size").as_deref() == Some("2")
+                && galera.status(1, "wsrep_cluster_status").as_deref() == Some("Primary")
+        });
+        assert!(
+            formed,
+            "nodes 1 and 2 form the primary component within 30 s"
+        );
+        galera
+    })
+    .await
+    .expect("the eviction");
+    let formed = Instant::now();
+    let resumed = writes_resume(&load, formed, Duration::from_secs(2)).await;
+    let non_primary = galera.status(0, "wsrep_cluster_status");
+    eprintln!(
+        "galera cut: the primary component of two {:?} after the cut, the first create \
+         {resumed:?} after that; node 0 is {non_primary:?}",
+        formed - cut.since
+    );
+    assert_ne!(
+        non_primary.as_deref(),
+        Some("Primary"),
+        "node 0 left the primary component"
+    );
+    tokio::time::sleep(CUT_FOR.saturating_sub(cut.since.elapsed())).await;
+    assert!(cut.heal(), "the cut healed");
+    let galera = tokio::task::spawn_blocking(move || {
+        assert!(
+            galera.wait_synced(0, Duration::from_secs(60)),
+            "node 0 rejoins"
+        );
+        galera
+    })
+    .await
+    .expect("the rejoin");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let seen = load.stop().await;
+    eprintln!(
+        "galera cut: {:?}, the longest wait {:?}",
+        seen.statuses(),
+        seen.longest()
+    );
+    assert!(
+        seen.longest() <= bound(),
+        "every answer within {:?}",
+        bound()
+    );
+    nothing_lost_nothing_twice(&store, &seen).await;
+    drop(galera);
+}
+
+/// Calls `done` every 100 ms until it holds or `within` has passed; whether it held.
+fn wait_until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
 }
