@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use books_core::store::{StoreError, Version};
 use sqlx::pool::PoolOptions;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions, Postgres};
-use sqlx::{AssertSqlSafe, Row, Transaction};
+use sqlx::postgres::{PgConnectOptions, PgConnection, Postgres};
+use sqlx::{AssertSqlSafe, ConnectOptions, Row, Transaction};
 
 use self::push::{Notify, Push};
 use self::session::{Session, session_settings};
@@ -146,8 +146,9 @@ impl Engine for Postgres {
         Ok(rows)
     }
 
-    /// Directly, on a connection of its own, so a host's pool keeps its `search_path`;
-    /// behind a [pooler](SqlStore::transaction_pooler), in one transaction through it,
+    /// Directly, on a connection of its own (so a host's pool keeps its `search_path`),
+    /// each migration in a transaction or online ([`migrate::postgres::run`]); behind a
+    /// [pooler](SqlStore::transaction_pooler), in one transaction through it,
     /// serialised by a transaction-level advisory lock (a session-level one would be
     /// taken on one server connection and released on another).
     async fn migrate(store: &PostgresStore) -> Result<(), Error> {
@@ -159,19 +160,14 @@ impl Engine for Postgres {
             return migrate::postgres::in_one_transaction(pool, &migrator, store.schema()).await;
         }
         let mut options = (*pool.connect_options()).clone();
-        let mut migrator = migrator;
         if let Some(schema) = &store.schema {
-            migrator.create_schema(schema.to_string());
             options = options.options([("search_path", &**schema)]);
         }
-        let own = PgPoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(options)
-            .await?;
-        migrator.run(&own).await?;
-        own.close().await;
-        Ok(())
+        let connected = tokio::time::timeout(ACQUIRE_TIMEOUT, options.connect()).await;
+        let mut conn = connected.map_err(|_| sqlx::Error::PoolTimedOut)??;
+        let migrated = migrate::postgres::run(&mut conn, &migrator, store.schema()).await;
+        let _ = sqlx::Connection::close(conn).await;
+        migrated
     }
 
     /// Prepared, or behind a pooler written in and sent as text after the transaction's

@@ -141,3 +141,127 @@ async fn store_tables_live_in_the_schema_the_host_names() {
         Err(books_sqlx::Error::InvalidSchema(_))
     ));
 }
+
+/// The title indexes' definitions and whether each is valid.
+async fn title_indexes(pool: &PgPool) -> Vec<(String, bool, String)> {
+    sqlx::query_as(
+        "SELECT c.relname::text, i.indisvalid, pg_get_indexdef(i.indexrelid) \
+         FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid \
+         JOIN pg_class t ON t.oid = i.indrelid \
+         WHERE t.relname = 'books' AND t.relnamespace = to_regnamespace(current_schema()) \
+         AND c.relname LIKE 'books_title%' ORDER BY 1",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+}
+
+/// Migration 3 runs online on the store's own connection: a database at migration 2
+/// with books gets the same indexes as one migrated in a transaction (valid, on
+/// `lower(title COLLATE "C")`), recorded under 0003's checksum (so an earlier release's
+/// process, or a host's tooling, finds it applied); a run cut in half (an index left
+/// under the new name, valid or not) finishes; and a version recorded by a later
+/// release is left alone.
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migration_3_builds_its_indexes_online_and_finishes_a_cut_run() {
+    let _cleanup = cleanup();
+    // A database of its own: an index built concurrently waits for every transaction of
+    // its database, other tests' included.
+    let database = fresh_database().await;
+    let mut admin = PgConnection::connect(&url()).await.unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {database}")))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let options = PostgresStore::options(&url()).unwrap().database(&database);
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(options.clone())
+        .await
+        .unwrap();
+    PostgresStore::migrator().run_to(2, &pool).await.unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO authors (name) VALUES ('A'); \
+         INSERT INTO books (title, author_id, year, created_at, updated_at) \
+         SELECT 'Book ' || n, 1, 2000, now(), now() FROM generate_series(1, 500) n",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let store = PostgresStore::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let online = title_indexes(&pool).await;
+
+    // A schema migrated by sqlx's migrator, in a transaction: the same indexes.
+    let other = host_pool().await;
+    PostgresStore::migrator().run(&other).await.unwrap();
+    let names = |indexes: &[(String, bool, String)]| {
+        let mut names: Vec<(String, bool)> = indexes.iter().map(|i| (i.0.clone(), i.1)).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&online), names(&title_indexes(&other).await));
+    assert!(online.iter().all(|(_, valid, _)| *valid), "{online:?}");
+    assert!(
+        online
+            .iter()
+            .all(|(_, _, def)| def.contains(r#"lower((title COLLATE "C"))"#)),
+        "{online:?}"
+    );
+    assert_eq!(versions(&pool, MIGRATIONS_TABLE).await, ours());
+    PostgresStore::migrator()
+        .run(&pool)
+        .await
+        .expect("sqlx's migrator finds 0003 applied, under its checksum");
+
+    // Cut in half: the build left an index under the new name, and 0003 unrecorded.
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "DELETE FROM {MIGRATIONS_TABLE} WHERE version = 3; \
+         CREATE INDEX books_title_next ON books (year)"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    // A later release's migration, recorded.
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "INSERT INTO {MIGRATIONS_TABLE} (version, description, success, checksum, execution_time) \
+         VALUES (99, 'later', TRUE, '\\x00', 0)"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    store
+        .migrate()
+        .await
+        .expect("the cut run finished; 99 left alone");
+    assert_eq!(names(&title_indexes(&pool).await), names(&online));
+
+    // While sqlx's migrator holds its lock on the database (an earlier release's process
+    // migrating), the store waits for it, and goes on once it is released.
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "DELETE FROM {MIGRATIONS_TABLE} WHERE version = 3"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut holder = PgConnection::connect_with(&options).await.unwrap();
+    sqlx::migrate::Migrate::lock(&mut holder).await.unwrap();
+    let migrating = tokio::spawn({
+        let store = store.clone();
+        async move { store.migrate().await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!migrating.is_finished(), "the store waits for sqlx's lock");
+    sqlx::migrate::Migrate::unlock(&mut holder).await.unwrap();
+    let migrated = tokio::time::timeout(Duration::from_secs(30), migrating).await;
+    migrated
+        .expect("within 30 s")
+        .unwrap()
+        .expect("migrated once the lock was free");
+    let page = store.list(&books_core::store::ListQuery::new(0, 20)).await;
+    assert_eq!(page.unwrap().total, 500, "the books, as they were");
+}
