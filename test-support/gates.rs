@@ -12,6 +12,7 @@
 //! | `books_test_pg_auto_failover` | pg_auto_failover is installed (`pg_autoctl`) |
 //! | `books_test_galera` | the Galera 4 provider is installed (`/usr/lib/galera/libgalera_smm.so`) |
 //! | `books_test_chromium` | Chromium and its WebDriver are installed (`chromium`, `chromedriver`) |
+//! | `books_test_previous_release` | `BOOKS_TEST_PREVIOUS_BIN` names the previous release's server (`scripts/previous-release`) |
 //! | `books_test_nftables` | nftables is installed (`nft`; the partition tests cut loopback traffic with it, as root) |
 //!
 //! The build scripts of `books-test-support` and of the server's crate run it: neither is
@@ -24,7 +25,7 @@ use std::process::Command;
 pub fn main() {
     println!("cargo::rerun-if-env-changed=CI");
     let ci = std::env::var("CI").is_ok_and(|ci| ci == "true");
-    let gates: [(&str, &dyn Fn() -> bool); 9] = [
+    let gates: [(&str, &dyn Fn() -> bool); 10] = [
         ("books_test_postgres", &|| given("BOOKS_TEST_POSTGRES_URL")),
         ("books_test_pg_cluster", &pg_cluster),
         ("books_test_pgbouncer", &|| {
@@ -42,6 +43,9 @@ pub fn main() {
         }),
         ("books_test_chromium", &|| {
             installed("chromium") && installed("chromedriver")
+        }),
+        ("books_test_previous_release", &|| {
+            given("BOOKS_TEST_PREVIOUS_BIN")
         }),
         ("books_test_nftables", &|| {
             installed("nft") || exists(Path::new("/usr/sbin/nft"))

@@ -292,27 +292,10 @@ async fn sqlite_stores_every_acknowledged_key_once() {
     keyed_creates_survive_sigkills(&format!("sqlite://{}", path.display())).await;
 }
 
-/// A fresh database of the PostgreSQL server at `BOOKS_TEST_POSTGRES_URL` for `test`,
-/// handed to `run` and dropped after.
+/// A fresh database of the server at `BOOKS_TEST_POSTGRES_URL` for `test`.
 async fn with_postgres_database(test: &str, run: impl AsyncFnOnce(String)) {
     let url = std::env::var("BOOKS_TEST_POSTGRES_URL").expect("run only with a database");
-    let database = format!("books_{test}_{}", std::process::id());
-    let admin = |sql: String| {
-        let url = url.clone();
-        async move {
-            use books_sqlx::sqlx::{AssertSqlSafe, Connection, PgConnection};
-            let mut conn = PgConnection::connect(&url).await.expect("PostgreSQL");
-            books_sqlx::sqlx::query(AssertSqlSafe(sql))
-                .execute(&mut conn)
-                .await
-                .expect("admin statement");
-        }
-    };
-    admin(format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)")).await;
-    admin(format!("CREATE DATABASE {database}")).await;
-    let (base, _) = url.rsplit_once('/').expect("postgres://…/database");
-    run(format!("{base}/{database}")).await;
-    admin(format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)")).await;
+    common::with_database(&url, test, run).await;
 }
 
 #[cfg_attr(
@@ -336,27 +319,10 @@ async fn postgres_keeps_every_acknowledged_write() {
     with_postgres_database("crash", async |url| survives_sigkill(&url).await).await;
 }
 
-/// A fresh database of the MariaDB server at `BOOKS_TEST_MYSQL_URL` for `test`, handed
-/// to `run` and dropped after.
+/// A fresh database of the server at `BOOKS_TEST_MYSQL_URL` for `test`.
 async fn with_mysql_database(test: &str, run: impl AsyncFnOnce(String)) {
     let url = std::env::var("BOOKS_TEST_MYSQL_URL").expect("run only with a database");
-    let database = format!("books_{test}_{}", std::process::id());
-    let admin = |sql: String| {
-        let url = url.clone();
-        async move {
-            use books_sqlx::sqlx::{AssertSqlSafe, Connection, MySqlConnection};
-            let mut conn = MySqlConnection::connect(&url).await.expect("MariaDB");
-            books_sqlx::sqlx::raw_sql(AssertSqlSafe(sql))
-                .execute(&mut conn)
-                .await
-                .expect("admin statement");
-        }
-    };
-    admin(format!("DROP DATABASE IF EXISTS {database}")).await;
-    admin(format!("CREATE DATABASE {database}")).await;
-    let (base, _) = url.rsplit_once('/').expect("mysql://…/database");
-    run(format!("{base}/{database}")).await;
-    admin(format!("DROP DATABASE IF EXISTS {database}")).await;
+    common::with_database(&url, test, run).await;
 }
 
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]

@@ -198,37 +198,6 @@ async fn forward(port: u16, to: String) {
     }
 }
 
-/// A fresh database named for this test on the server at `url` (`scheme://…/db`), its
-/// URL handed to `run`, dropped after.
-async fn with_database(url: &str, run: impl AsyncFnOnce(String)) {
-    use books_sqlx::sqlx::{AssertSqlSafe, Connection, MySqlConnection, PgConnection};
-    let database = format!("books_startup_{}", std::process::id());
-    let postgres = url.starts_with("postgres");
-    let admin = async |sql: String| {
-        let sql = AssertSqlSafe(sql);
-        let done = if postgres {
-            let mut conn = PgConnection::connect(url).await.expect("PostgreSQL");
-            books_sqlx::sqlx::raw_sql(sql)
-                .execute(&mut conn)
-                .await
-                .map(drop)
-        } else {
-            let mut conn = MySqlConnection::connect(url).await.expect("MariaDB");
-            books_sqlx::sqlx::raw_sql(sql)
-                .execute(&mut conn)
-                .await
-                .map(drop)
-        };
-        done.expect("an admin statement");
-    };
-    let force = if postgres { " WITH (FORCE)" } else { "" };
-    admin(format!("DROP DATABASE IF EXISTS {database}{force}")).await;
-    admin(format!("CREATE DATABASE {database}")).await;
-    let (base, _) = url.rsplit_once('/').expect("scheme://…/database");
-    run(format!("{base}/{database}")).await;
-    admin(format!("DROP DATABASE IF EXISTS {database}{force}")).await;
-}
-
 #[cfg_attr(
     not(books_test_postgres),
     ignore = "BOOKS_TEST_POSTGRES_URL is not set"
@@ -236,7 +205,7 @@ async fn with_database(url: &str, run: impl AsyncFnOnce(String)) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_starts_on_the_host_that_takes_writes() {
     let url = std::env::var("BOOKS_TEST_POSTGRES_URL").expect("a database");
-    with_database(&url, async |url| {
+    common::with_database(&url, "startup", async |url| {
         starts_on_the_host_that_takes_writes("postgres", &url, Protocol::Postgres).await
     })
     .await;
@@ -246,7 +215,7 @@ async fn postgres_starts_on_the_host_that_takes_writes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mysql_starts_on_the_host_that_takes_writes() {
     let url = std::env::var("BOOKS_TEST_MYSQL_URL").expect("a database");
-    with_database(&url, async |url| {
+    common::with_database(&url, "startup", async |url| {
         starts_on_the_host_that_takes_writes("mysql", &url, Protocol::MySql).await
     })
     .await;

@@ -13,6 +13,7 @@
 mod cluster;
 mod fake_server;
 mod galera;
+pub mod history;
 mod mariadb;
 mod partition;
 mod pg_auto_failover;

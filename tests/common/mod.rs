@@ -82,11 +82,6 @@ pub async fn call(
     headers: &[(&str, &str)],
     body: &str,
 ) -> Answer {
-    let stream = TcpStream::connect(addr).await.expect("connect");
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .expect("handshake");
-    tokio::spawn(connection);
     let mut request = Request::builder()
         .method(method)
         .uri(path)
@@ -94,14 +89,61 @@ pub async fn call(
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
-    let request = request
-        .body(Full::new(Bytes::from(body.to_owned())))
-        .unwrap();
-    let response = sender.send_request(request).await.expect("an answer");
+    let request = request.body(body.to_owned()).unwrap();
+    send(addr, request).await.expect("an answer")
+}
+
+/// `request` on a new connection to `addr`; `None` if the connection failed or was cut
+/// before the whole answer came.
+pub async fn send(addr: SocketAddr, request: Request<String>) -> Option<Answer> {
+    let stream = TcpStream::connect(addr).await.ok()?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .ok()?;
+    tokio::spawn(connection);
+    let (mut parts, body) = request.into_parts();
+    if !parts.headers.contains_key("host") {
+        parts
+            .headers
+            .insert("host", addr.to_string().parse().unwrap());
+    }
+    let request = Request::from_parts(parts, Full::new(Bytes::from(body)));
+    let response = sender.send_request(request).await.ok()?;
     let (parts, body) = response.into_parts();
-    Answer {
+    Some(Answer {
         status: parts.status.as_u16(),
         headers: parts.headers,
-        body: body.collect().await.unwrap().to_bytes(),
-    }
+        body: body.collect().await.ok()?.to_bytes(),
+    })
+}
+
+/// A fresh database named for `test` on the server at `url` (`postgres://…/db` or
+/// `mysql://…/db`), its URL handed to `run`, dropped after.
+pub async fn with_database(url: &str, test: &str, run: impl AsyncFnOnce(String)) {
+    use books_sqlx::sqlx::{AssertSqlSafe, Connection, MySqlConnection, PgConnection};
+    let database = format!("books_{test}_{}", std::process::id());
+    let postgres = url.starts_with("postgres");
+    let admin = async |sql: String| {
+        let sql = AssertSqlSafe(sql);
+        let done = if postgres {
+            let mut conn = PgConnection::connect(url).await.expect("PostgreSQL");
+            books_sqlx::sqlx::raw_sql(sql)
+                .execute(&mut conn)
+                .await
+                .map(drop)
+        } else {
+            let mut conn = MySqlConnection::connect(url).await.expect("MariaDB");
+            books_sqlx::sqlx::raw_sql(sql)
+                .execute(&mut conn)
+                .await
+                .map(drop)
+        };
+        done.expect("an admin statement");
+    };
+    let force = if postgres { " WITH (FORCE)" } else { "" };
+    admin(format!("DROP DATABASE IF EXISTS {database}{force}")).await;
+    admin(format!("CREATE DATABASE {database}")).await;
+    let (base, _) = url.rsplit_once('/').expect("scheme://…/database");
+    run(format!("{base}/{database}")).await;
+    admin(format!("DROP DATABASE IF EXISTS {database}{force}")).await;
 }

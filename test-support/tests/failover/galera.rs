@@ -12,7 +12,7 @@ use books_core::{BooksApi, Config};
 use books_sqlx::MySqlStore;
 use books_test_support::{Galera, started};
 
-use super::{Load, call, nothing_lost_nothing_twice, seeded, writes_resume};
+use super::{Load, call, in_process, nothing_lost_nothing_twice, seeded};
 
 /// A migrated store over `galera` whose URL names the nodes in `order`.
 async fn store(galera: &Galera, order: &[usize]) -> MySqlStore {
@@ -100,7 +100,7 @@ async fn galera_writes_go_on_when_the_first_node_is_killed() {
     let store = store(&galera, &[0, 1, 2]).await;
     let seeded = seeded(&store).await;
     let api = BooksApi::new(store.clone(), Config::default());
-    let load = Load::start(&api, seeded, "galera", 8, 2).await;
+    let load = Load::start(vec![in_process(&api)], seeded, "galera", 8, 2).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let killed = Instant::now();
     assert!(galera.kill(0), "node 0 killed");
@@ -113,7 +113,7 @@ async fn galera_writes_go_on_when_the_first_node_is_killed() {
     .await
     .expect("the eviction");
     let evicted = Instant::now();
-    let resumed = writes_resume(&load, evicted, Duration::from_secs(2)).await;
+    let resumed = load.writes_resume(evicted, Duration::from_secs(2)).await;
     eprintln!(
         "galera: the cluster of two {:?} after the kill, the first create {resumed:?} after that",
         evicted - killed

@@ -12,7 +12,7 @@ use books_core::{BooksApi, Config};
 use books_sqlx::{MySqlStore, PRIMARY_TIMEOUT, PostgresStore};
 use books_test_support::{Cluster, Cut, Galera, MariaDb, Partition, started};
 
-use super::{Load, Seen, nothing_lost_nothing_twice, seeded, writes_resume};
+use super::{Load, Seen, in_process, nothing_lost_nothing_twice, seeded};
 
 /// How long each cut lasts.
 const CUT_FOR: Duration = Duration::from_secs(10);
@@ -26,7 +26,7 @@ fn bound() -> Duration {
 /// Runs the load through `api` while packets to and from `port` are dropped for
 /// [`CUT_FOR`]; the load's history, checked against `store` by the caller.
 async fn cut_under_load(api: &BooksApi, seeded: (i64, i64), port: u16, run: &str) -> Seen {
-    let load = Load::start(api, seeded, run, 6, 4).await;
+    let load = Load::start(vec![in_process(api)], seeded, run, 6, 4).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let cut = started(
         Partition::start(&Cut::default().port(port)),
@@ -35,7 +35,7 @@ async fn cut_under_load(api: &BooksApi, seeded: (i64, i64), port: u16, run: &str
     tokio::time::sleep(CUT_FOR).await;
     let (cut_at, healed) = (cut.since, Instant::now());
     assert!(cut.heal(), "the cut healed");
-    let resumed = writes_resume(&load, healed, Duration::from_secs(2)).await;
+    let resumed = load.writes_resume(healed, Duration::from_secs(2)).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let seen = load.stop().await;
     let during: Vec<_> = seen
@@ -110,7 +110,7 @@ async fn galera_node_cut_off_from_the_others_leaves_the_primary_component() {
     store.migrate().await.expect("migrated");
     let seeded = seeded(&store).await;
     let api = BooksApi::new(store.clone(), Config::default());
-    let load = Load::start(&api, seeded, "galera-cut", 6, 4).await;
+    let load = Load::start(vec![in_process(&api)], seeded, "galera-cut", 6, 4).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (cut_off, others) = (
         galera.node_address(0),
@@ -134,7 +134,7 @@ async fn galera_node_cut_off_from_the_others_leaves_the_primary_component() {
     .await
     .expect("the eviction");
     let formed = Instant::now();
-    let resumed = writes_resume(&load, formed, Duration::from_secs(2)).await;
+    let resumed = load.writes_resume(formed, Duration::from_secs(2)).await;
     let non_primary = galera.status(0, "wsrep_cluster_status");
     eprintln!(
         "galera cut: the primary component of two {:?} after the cut, the first create \

@@ -9,7 +9,7 @@ use books_core::{BooksApi, Config};
 use books_sqlx::{AnyStore, PostgresStore, StoreSettings};
 use books_test_support::{PgAutoFailover, started};
 
-use super::{Load, call, nothing_lost_nothing_twice, seeded, writes_resume};
+use super::{Load, call, in_process, nothing_lost_nothing_twice, seeded};
 
 /// A formation, a migrated store over its URL, the API, and a book to read.
 async fn formation() -> (PgAutoFailover, PostgresStore, BooksApi, (i64, i64)) {
@@ -29,7 +29,7 @@ async fn formation() -> (PgAutoFailover, PostgresStore, BooksApi, (i64, i64)) {
 )]
 async fn a_planned_switchover_under_writes_loses_nothing_and_writes_resume() {
     let (formation, store, api, seeded) = formation().await;
-    let load = Load::start(&api, seeded, "switchover", 8, 2).await;
+    let load = Load::start(vec![in_process(&api)], seeded, "switchover", 8, 2).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let old = formation.primary_port().expect("a primary");
     let new = tokio::task::spawn_blocking(move || {
@@ -40,7 +40,7 @@ async fn a_planned_switchover_under_writes_loses_nothing_and_writes_resume() {
     let new = new.expect("a new primary");
     assert_ne!(new, old);
     let accepting = Instant::now();
-    let resumed = writes_resume(&load, accepting, Duration::from_secs(2)).await;
+    let resumed = load.writes_resume(accepting, Duration::from_secs(2)).await;
     eprintln!("switchover: the first create {resumed:?} after the new primary took writes");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let seen = load.stop().await;
@@ -97,7 +97,7 @@ async fn starts_and_creates(url: &str, author: i64) {
 )]
 async fn a_killed_primary_under_writes_loses_nothing_and_writes_resume() {
     let (mut formation, store, api, seeded) = formation().await;
-    let load = Load::start(&api, seeded, "killed", 8, 2).await;
+    let load = Load::start(vec![in_process(&api)], seeded, "killed", 8, 2).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let old = formation.kill_primary().expect("the primary killed");
     let (formation, new) = tokio::task::spawn_blocking(move || {
@@ -108,7 +108,7 @@ async fn a_killed_primary_under_writes_loses_nothing_and_writes_resume() {
     .expect("the failover");
     new.expect("the standby promoted");
     let accepting = Instant::now();
-    let resumed = writes_resume(&load, accepting, Duration::from_secs(2)).await;
+    let resumed = load.writes_resume(accepting, Duration::from_secs(2)).await;
     eprintln!("killed primary: the first create {resumed:?} after the new primary took writes");
     tokio::time::sleep(Duration::from_secs(1)).await;
     let seen = load.stop().await;
