@@ -68,13 +68,15 @@ pub enum ListValue {
 
 /// A list query's filter and sort as SQL over a table's [`BookColumns`], for a store over
 /// a host's own tables: a condition for its `WHERE` and the keys of its `ORDER BY`,
-/// every value a numbered parameter (`$N` from the first number given: PostgreSQL and
-/// SQLite take them as they are; on MariaDB, bind [`values`](Self::values) in the order
-/// the numbers appear, or write `?` for each). A page and its `COUNT(*)` in two
-/// statements share one set of clauses: number them from 1 and put the page's limit and
-/// offset after them (PostgreSQL refuses a statement that skips a number). Titles are
-/// compared as the contract says ([`fold_title`]: ASCII letters case-insensitively,
-/// everything else exactly, `%` and `_` as themselves).
+/// every value a parameter in the database's own syntax: numbered `$N` from the first
+/// number given on PostgreSQL and SQLite, `?` on MariaDB (bind
+/// [`values`](Self::values) in order, which is the order they appear in). A page and its
+/// `COUNT(*)` in two statements share one set of clauses: number them from 1 and put the
+/// page's limit and offset after them (PostgreSQL refuses a statement that skips a
+/// number; on MariaDB, the limit's `?` after the condition's). Titles are compared as
+/// the contract says ([`fold_title`]: ASCII letters case-insensitively, everything else
+/// exactly, `%` and `_` as themselves), by the filter and the sort alike whatever the
+/// host column's collation (MariaDB: in `utf8mb4_bin`, so a `utf8mb4` column).
 ///
 /// ```
 /// use books_core::store::{ListFilter, ListQuery, SortField, SortKey};
@@ -106,14 +108,24 @@ pub struct ListClauses {
 }
 
 impl ListClauses {
-    /// The clauses for `query` over `columns`, its parameters numbered from `first`.
+    /// The clauses for `query` over `columns`, its parameters numbered from `first`
+    /// (MariaDB: `?`, `first` unused).
     pub fn new(
         dialect: Dialect,
         columns: &BookColumns<'_>,
         query: &ListQuery,
         first: usize,
     ) -> Self {
-        Self::written(dialect, columns, query, first, None)
+        let mut clauses = Self::written(dialect, columns, query, first, None);
+        if dialect == Dialect::MySql {
+            clauses.condition = clauses.condition.map(|numbered| {
+                Statement::new(&numbered, "", Dialect::MySql)
+                    .text
+                    .as_str()
+                    .to_owned()
+            });
+        }
+        clauses
     }
 
     /// Adds the [`values`](Self::values) to `arguments` after what they hold, in order,
@@ -231,7 +243,7 @@ impl ListClauses {
                 (Dialect::MySql, _) => format!(
                     "LOCATE({}, {}) > 0",
                     bind(ListValue::Text(folded)),
-                    folded_mysql(columns)
+                    title_order(dialect, columns)
                 ),
             });
         }
@@ -458,7 +470,37 @@ mod tests {
             condition.contains("REPLACE(b.title, 'A', 'a')"),
             "{condition}"
         );
+        // Compared as the sort compares, whatever the column's collation.
+        assert!(condition.contains(" COLLATE utf8mb4_bin"), "{condition}");
         assert_eq!(clauses.values, [ListValue::Text("dune".into())]);
+    }
+
+    /// MariaDB takes `?`, in the order the values are bound; the others `$N`.
+    #[test]
+    fn each_database_gets_its_own_placeholders() {
+        let mut filter = ListFilter::default();
+        filter.author_ids = vec![3, 5];
+        filter.title = Some("Dune".into());
+        filter.years = vec![YearRange::year(2020)];
+        let query = ListQuery::new(0, 20).with_filter(filter);
+        let mysql = ListClauses::new(Dialect::MySql, &BookColumns::OURS, &query, 1);
+        let condition = mysql.condition.unwrap();
+        assert!(!condition.contains('$'), "{condition}");
+        assert_eq!(
+            condition.matches('?').count(),
+            mysql.values.len(),
+            "{condition}"
+        );
+        let postgres = ListClauses::new(Dialect::Postgres, &BookColumns::OURS, &query, 2);
+        let condition = postgres.condition.unwrap();
+        assert!(
+            condition.contains("$2") && condition.contains("$5"),
+            "{condition}"
+        );
+        assert!(
+            !condition.contains("$6") && !condition.contains('?'),
+            "{condition}"
+        );
     }
 
     #[test]

@@ -74,3 +74,74 @@ async fn ids_up_to_i64_max() {
     assert!(store.delete(i64::MAX).await.unwrap());
     assert_eq!(store.list(&ListQuery::new(0, 20)).await.unwrap().total, 0);
 }
+
+/// `ListClauses` over a host's own table, on MariaDB: `?` placeholders bound in order,
+/// and a title column in MariaDB's default collation (`utf8mb4_general_ci`, which folds
+/// accents and every letter's case) compared as the contract says — ASCII letters
+/// case-insensitively, anything else exactly — by the filter and the sort alike.
+#[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_clauses_over_a_host_column_in_the_default_collation() {
+    use books_core::store::{ListFilter, SortField, SortKey};
+    use books_sqlx::sqlx::Arguments;
+    use books_sqlx::sqlx::mysql::MySqlArguments;
+    use books_sqlx::{BookColumns, Dialect, ListClauses};
+
+    let _cleanup = cleanup();
+    let database = fresh_database().await;
+    let pool = MySqlPool::connect_with(options_in(&database))
+        .await
+        .unwrap();
+    sqlx::raw_sql(
+        "CREATE TABLE items (item_no BIGINT PRIMARY KEY, \
+         label VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL, \
+         pub_year INT NOT NULL, creator_no BIGINT, ins_ts DATETIME, upd_ts DATETIME); \
+         INSERT INTO items VALUES (1, 'Élan', 2000, 7, NOW(), NOW()), \
+         (2, 'ELAN vital', 2001, 7, NOW(), NOW()), (3, 'Sans élan', 2002, 7, NOW(), NOW()), \
+         (4, 'elan', 2003, 8, NOW(), NOW()), (5, 'Ébène', 2004, 7, NOW(), NOW())",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let columns = BookColumns {
+        id: "item_no",
+        title: "label",
+        year: "pub_year",
+        author_id: "creator_no",
+        created_at: "ins_ts",
+        updated_at: "upd_ts",
+        folded_title: None,
+    };
+    let ids = async |title: &str, authors: Vec<i64>, sort: Vec<SortKey>| {
+        let mut filter = ListFilter::default();
+        filter.title = Some(title.into());
+        filter.author_ids = authors;
+        let query = ListQuery::new(0, 20).with_filter(filter).with_sort(sort);
+        let clauses = ListClauses::new(Dialect::MySql, &columns, &query, 1);
+        let mut arguments = MySqlArguments::default();
+        clauses.add_to(&mut arguments).unwrap();
+        arguments.add(20_i64).unwrap();
+        let text = format!(
+            "SELECT item_no FROM items WHERE {} ORDER BY {} LIMIT ?",
+            clauses.condition.unwrap(),
+            clauses.order
+        );
+        let found: Vec<i64> = sqlx::query_scalar_with(AssertSqlSafe(text), arguments)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        found
+    };
+    assert_eq!(ids("élan", vec![7], vec![]).await, [3], "é is not É, nor e");
+    assert_eq!(
+        ids("elan", vec![7, 8], vec![]).await,
+        [2, 4],
+        "ASCII case folded"
+    );
+    let by_title = vec![SortKey {
+        field: SortField::Title,
+        descending: false,
+    }];
+    // ASCII letters lowered, then by code point: "Éb" before "Él".
+    assert_eq!(ids("n", vec![7, 8], by_title).await, [4, 2, 3, 5, 1]);
+}
