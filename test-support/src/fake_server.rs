@@ -324,7 +324,7 @@ mod mysql {
                 Some(0x01) | None => return Ok(()), // COM_QUIT
                 Some(0x03) => {
                     let query = String::from_utf8_lossy(&command[1..]).to_lowercase();
-                    if !query.starts_with("select") {
+                    if !query.starts_with("select") && !query.starts_with("set statement") {
                         send(stream, 1, &ok())?; // the session's SET
                         continue;
                     }

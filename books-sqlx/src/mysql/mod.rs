@@ -193,6 +193,7 @@ impl Engine for MySql {
 impl Networked for MySql {
     const POOL_NAME: &'static str = "mysql";
     const SYSTEM: &'static str = "mysql";
+    const NO_WAIT: &'static str = "SET STATEMENT wsrep_sync_wait = 0 FOR ";
 
     /// `mysql://…` or `mariadb://…`.
     fn parse(url: &str) -> Result<MySqlConnectOptions, Error> {
@@ -212,10 +213,11 @@ impl Networked for MySql {
 
     /// Writable: not read-only and, on Galera, ready and `Synced` (in the primary
     /// component, not donating or joining); a replica: read-only.
-    /// One text-protocol query: no statement prepared for a probe made once.
+    /// One text-protocol query (no statement prepared for a probe made once), without
+    /// the causality wait the store's sessions have on Galera.
     async fn role(conn: &mut MySqlConnection) -> Result<Role, sqlx::Error> {
         let row = sqlx::raw_sql(
-            "SELECT @@global.read_only, @@global.read_only = 0 AND (@@wsrep_on = 0 OR ( \
+            "SET STATEMENT wsrep_sync_wait = 0 FOR SELECT @@global.read_only, @@global.read_only = 0 AND (@@wsrep_on = 0 OR ( \
              (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
               WHERE VARIABLE_NAME = 'WSREP_READY') = 'ON' AND \
              (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \

@@ -191,6 +191,7 @@ impl Engine for Postgres {
 impl Networked for Postgres {
     const POOL_NAME: &'static str = "postgres";
     const SYSTEM: &'static str = "postgresql";
+    const NO_WAIT: &'static str = "";
 
     fn parse(url: &str) -> Result<PgConnectOptions, Error> {
         Ok(PgConnectOptions::from_str(url)?)

@@ -54,7 +54,11 @@ pub trait Networked: Backend<Servers = Servers<Self>> + Standby {
     /// socket's path).
     fn address(options: &ConnectOptionsOf<Self>) -> String;
 
-    /// What the server on `conn` says of its role.
+    /// What a statement starts with that must not wait for the cluster (MariaDB:
+    /// `SET STATEMENT wsrep_sync_wait = 0 FOR `, no causality wait on Galera).
+    const NO_WAIT: &'static str;
+
+    /// What the server on `conn` says of its role, without waiting for the cluster.
     fn role(conn: &mut Self::Connection) -> impl Future<Output = Result<Role, sqlx::Error>> + Send;
 
     /// Whether `error` says the primary's server is gone or no longer the primary (the
@@ -133,12 +137,18 @@ impl<DB: Networked> Servers<DB> {
     }
 
     /// Whether the primary answers and has the role the store wants (a server that lost it
-    /// sends the next request looking for another), and the store's tables are there.
+    /// sends the next request looking for another), and the store's tables are there:
+    /// two statements that read no row and wait for nothing (on Galera, not for the
+    /// cluster's causality: a node evicting another still answers that it is ready).
     pub(crate) async fn ready(store: &SqlStore<DB>) -> Result<(), StoreError> {
         let servers = &store.servers;
         let role = servers.primary(async {
             let mut conn = servers.pool.acquire().await.or_store_error()?;
-            DB::role(&mut conn).await.or_store_error()
+            let role = DB::role(&mut conn).await.or_store_error()?;
+            let prefix = store.prefix();
+            let tables = format!("{}SELECT 1 FROM {prefix}authors LIMIT 0", DB::NO_WAIT);
+            DB::text_rows(&mut conn, tables).await.or_store_error()?;
+            Ok::<_, StoreError>(role)
         });
         let attrs = servers
             .hosts
@@ -150,7 +160,7 @@ impl<DB: Networked> Servers<DB> {
             }
             return Err(StoreError::unavailable(Unready::WrongRole(attrs.name())));
         }
-        crate::queries::author_exists(store, 0).await.map(drop)
+        Ok(())
     }
 
     /// The switches of the pool's host, for the version check's own connection.

@@ -2,7 +2,8 @@
 //! different orders (each writes on its own first node): every create one acknowledges
 //! the other reads back at once, page totals included, and no create is answered 503 for
 //! a certification conflict; when a process's first node is killed, its writes go on on
-//! the nodes left as soon as those have evicted it.
+//! the nodes left as soon as those have evicted it, and another process stays ready
+//! throughout.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,15 +17,20 @@ use super::{Load, call, in_process, nothing_lost_nothing_twice, seeded};
 
 /// A migrated store over `galera` whose URL names the nodes in `order`.
 async fn store(galera: &Galera, order: &[usize]) -> MySqlStore {
+    let store = store_on(galera, order);
+    store.migrate().await.expect("migrated");
+    store
+}
+
+/// A store over `galera` whose URL names the nodes in `order`.
+fn store_on(galera: &Galera, order: &[usize]) -> MySqlStore {
     let ports = galera.ports();
     let hosts: Vec<String> = order
         .iter()
         .map(|&i| format!("127.0.0.1:{}", ports[i]))
         .collect();
     let url = format!("mysql://root@{}/books", hosts.join(","));
-    let store = MySqlStore::connect_lazy(&url).expect("a multi-host URL");
-    store.migrate().await.expect("migrated");
-    store
+    MySqlStore::connect_lazy(&url).expect("a multi-host URL")
 }
 
 /// A cluster with database `books`.
@@ -100,19 +106,36 @@ async fn galera_writes_go_on_when_the_first_node_is_killed() {
     let store = store(&galera, &[0, 1, 2]).await;
     let seeded = seeded(&store).await;
     let api = BooksApi::new(store.clone(), Config::default());
+    // Another process, writing on node 1.
+    let other = BooksApi::new(store_on(&galera, &[1, 2, 0]), Config::default());
+    assert!(other.ready().await.is_ok(), "the other process is ready");
     let load = Load::start(vec![in_process(&api)], seeded, "galera", 8, 2).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let killed = Instant::now();
     assert!(galera.kill(0), "node 0 killed");
-    // Writes on any node wait until the others have evicted it (`evs.suspect_timeout`).
-    let galera = tokio::task::spawn_blocking(move || {
+    // Writes on any node wait until the others have evicted it (`evs.suspect_timeout`);
+    // the other process stays ready meanwhile (its node is Synced, in the primary
+    // component, and answers without waiting for the cluster).
+    let evicting = tokio::task::spawn_blocking(move || {
         let evicted = galera.wait_synced(1, Duration::from_secs(30));
         assert!(evicted, "nodes 1 and 2 form a cluster of two within 30 s");
         galera
-    })
-    .await
-    .expect("the eviction");
+    });
+    let mut readiness = Vec::new();
+    while !evicting.is_finished() {
+        let asked = Instant::now();
+        let ready = tokio::time::timeout(Duration::from_secs(1), other.ready()).await;
+        readiness.push((ready.is_ok_and(|r| r.is_ok()), asked.elapsed()));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let galera = evicting.await.expect("the eviction");
     let evicted = Instant::now();
+    let unready: Vec<_> = readiness.iter().filter(|(ready, _)| !ready).collect();
+    assert!(
+        unready.is_empty(),
+        "the other process ready throughout the eviction: {unready:?} of {}",
+        readiness.len()
+    );
     let resumed = load.writes_resume(evicted, Duration::from_secs(2)).await;
     eprintln!(
         "galera: the cluster of two {:?} after the kill, the first create {resumed:?} after that",
