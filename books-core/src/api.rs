@@ -22,9 +22,9 @@ use crate::problem::{ErrorChain, Problem};
 use crate::query;
 use crate::render;
 use crate::request_id::{REQUEST_ID, RequestId};
-use crate::route::{Endpoint, Routed, UNMATCHED, route};
+use crate::route::{Endpoint, Routed, route};
 use crate::store::{BookStore, StoreError, StoreTiers, Tiers};
-use crate::trace;
+use crate::trace::{self, UNMATCHED};
 
 mod reads;
 mod writes;

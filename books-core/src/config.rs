@@ -9,8 +9,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use chrono::{DateTime, SubsecRound, Utc};
 use http::HeaderValue;
 
-use crate::route::RouteScheme;
-
 /// A source of the current time: the year rule, timestamps and the extended ping read it.
 pub trait Clock: Debug + Send + Sync + 'static {
     /// The current instant in UTC.
@@ -384,5 +382,43 @@ impl Config {
     /// The current time from the configured clock, in whole seconds since the Unix epoch.
     pub(crate) fn unix_seconds(&self) -> i64 {
         self.clock.unix_seconds()
+    }
+}
+
+/// Which route names the API serves (see the contract's route table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RouteScheme {
+    /// `GET /books`, `POST /books`, `PUT /books/{id}`, `DELETE /books/{id}`.
+    Index,
+    /// `GET /books/list`, `POST /books/create`, `PUT /books/update/{id}`, `DELETE /books/delete/{id}`.
+    Action,
+    /// Both of the above (the default).
+    #[default]
+    Both,
+}
+
+impl RouteScheme {
+    pub(crate) fn index(self) -> bool {
+        matches!(self, Self::Index | Self::Both)
+    }
+
+    pub(crate) fn action(self) -> bool {
+        matches!(self, Self::Action | Self::Both)
+    }
+}
+
+impl FromStr for RouteScheme {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "index" => Ok(Self::Index),
+            "action" => Ok(Self::Action),
+            "both" => Ok(Self::Both),
+            _ => Err(format!(
+                "unknown route scheme {s:?} (expected index, action or both)"
+            )),
+        }
     }
 }

@@ -76,10 +76,10 @@ mod xml;
 pub mod testing;
 
 pub use api::{BooksApi, VERSION};
-pub use config::{CacheControl, CacheLimits, Clock, Config, ManualClock, SystemClock};
+pub use config::{CacheControl, CacheLimits, Clock, Config, ManualClock, RouteScheme, SystemClock};
 pub use log_throttle::LogThrottle;
-pub use problem::{ErrorChain, refusal};
+pub use problem::ErrorChain;
+pub use render::refusal;
 pub use request_id::{REQUEST_ID, RequestId};
-pub use route::RouteScheme;
 pub use service::{ApiFuture, MountBody, MountLayer, MountService, NestedService};
 pub use store::{BookStore, StoreError};

@@ -223,6 +223,26 @@ fn serialize_xml<T: Serialize>(root: &str, value: &T) -> Vec<u8> {
     )
 }
 
+/// A problem answer (RFC 9457, JSON) to a request a host refuses before the API sees it —
+/// a server shedding load, a rate limit, a malformed request — made as the API makes its
+/// own: `Cache-Control: no-store`, the request's id in `X-Request-Id` and in the
+/// problem's `instance`. Counted in [`REJECTIONS`](crate::metrics::REJECTIONS) under
+/// `reason`.
+pub fn refusal(
+    status: StatusCode,
+    detail: &'static str,
+    reason: &'static str,
+    id: &RequestId,
+) -> http::Response<bytes::Bytes> {
+    crate::metrics::rejected(reason);
+    let problem = Problem::new(status, detail);
+    let mut response = crate::render::problem(&problem, crate::negotiate::Format::Json, id);
+    let headers = response.headers_mut();
+    headers.insert(http::header::CACHE_CONTROL, crate::render::NO_STORE);
+    headers.insert(crate::request_id::REQUEST_ID, id.header_value().clone());
+    response
+}
+
 #[cfg(test)]
 mod tests {
     use chrono::TimeZone;

@@ -1,51 +1,13 @@
 //! Maps a path and method to an endpoint, in the configured route scheme(s).
 
 use std::fmt;
-use std::str::FromStr;
 
 use http::Method;
 
-use crate::config::Config;
+use crate::config::{Config, RouteScheme};
 #[cfg(feature = "docs-page")]
 use crate::docs_page::DocsPath;
-
-/// Which route names the API serves (see the contract's route table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum RouteScheme {
-    /// `GET /books`, `POST /books`, `PUT /books/{id}`, `DELETE /books/{id}`.
-    Index,
-    /// `GET /books/list`, `POST /books/create`, `PUT /books/update/{id}`, `DELETE /books/delete/{id}`.
-    Action,
-    /// Both of the above (the default).
-    #[default]
-    Both,
-}
-
-impl RouteScheme {
-    pub(crate) fn index(self) -> bool {
-        matches!(self, Self::Index | Self::Both)
-    }
-
-    pub(crate) fn action(self) -> bool {
-        matches!(self, Self::Action | Self::Both)
-    }
-}
-
-impl FromStr for RouteScheme {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "index" => Ok(Self::Index),
-            "action" => Ok(Self::Action),
-            "both" => Ok(Self::Both),
-            _ => Err(format!(
-                "unknown route scheme {s:?} (expected index, action or both)"
-            )),
-        }
-    }
-}
+use crate::trace::UNMATCHED;
 
 /// What a request asks for once routed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,9 +183,6 @@ fn parse_id(segment: &str) -> Option<i64> {
     }
     segment.parse::<i64>().ok().filter(|&id| id >= 1)
 }
-
-/// The label of requests no route matched.
-pub(crate) const UNMATCHED: &str = "unmatched";
 
 /// Routes `path` (already relative to the mount prefix, `""` for the prefix itself) in
 /// the route scheme(s) and with the documents `config` serves. Also returns the route's

@@ -25,8 +25,10 @@ use tracing::field::Empty;
 use tracing::{Instrument as _, Span};
 
 use crate::request_id::RequestId;
-use crate::route::UNMATCHED;
 use crate::store::Conditional;
+
+/// The label of requests no route matched (their span's route, their metrics' `route`).
+pub(crate) const UNMATCHED: &str = "unmatched";
 
 /// Whether a subscriber keeps this crate's `DEBUG` spans at all: the callsite's cached
 /// interest (a load and a comparison when none does), before anything looks up the

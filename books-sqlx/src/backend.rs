@@ -1,21 +1,101 @@
-//! What a database provides the SQL store: the [`Backend`] trait, sealed and implemented
-//! for sqlx's SQLite, PostgreSQL and MySQL (MariaDB), and its crate-internal half,
-//! [`Engine`], whose contract the compiler checks for each database. What every database
-//! does alike on a connection is [`Driver`]'s.
+//! The SQL store and what a database provides it: [`SqlStore`] (its parts; what it does
+//! is in `store` and `tiers`), the [`Backend`] trait, sealed and implemented for sqlx's
+//! SQLite, PostgreSQL and MySQL (MariaDB), and its crate-internal half, [`Engine`], whose
+//! contract the compiler checks for each database. What every database does alike on a
+//! connection is [`Driver`]'s.
 
 use std::fmt::Debug;
 use std::future::Future;
+use std::sync::Arc;
 
 use books_core::store::{StoreError, Version};
 use sqlx::{Pool, Transaction};
 
 use crate::Error;
-use crate::batch::NewBook;
+use crate::batch::{Creates, NewBook};
 use crate::check::VersionCheck;
 use crate::driver::Driver;
-use crate::queries::Read;
 use crate::statement::{Arg, Dialect, Statement};
-use crate::store::{PoolState, SqlStore};
+use crate::store_sql::Statements;
+
+/// Where a read may be answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// The data a client asked for (a page, a book): a replica may answer, as long as it
+    /// has every write the primary had when the read began.
+    Data,
+    /// What decides a write or must be current by itself: the primary.
+    Primary,
+}
+
+/// A store over SQLite ([`SqliteStore`](crate::SqliteStore)), PostgreSQL
+/// ([`PostgresStore`](crate::PostgresStore)) or MariaDB ([`MySqlStore`](crate::MySqlStore)),
+/// with every tier of [`books_core::store`]. Cloning is cheap (the pools are shared).
+///
+/// How each is built is on its alias's page; what they share: [`migrate`](Self::migrate)
+/// once at start, [`pools`](Self::pools) for metrics, [`close`](Self::close) at the end.
+pub struct SqlStore<DB: Backend> {
+    /// Where statements go: SQLite's file, PostgreSQL's or MariaDB's servers.
+    pub(crate) servers: DB::Servers,
+    /// What else the store keeps for its database.
+    pub(crate) extra: DB::Extra,
+    /// The schema (PostgreSQL) or database (MariaDB) of the store's tables, if named.
+    pub(crate) schema: Option<Arc<str>>,
+    pub(crate) sql: Arc<Statements>,
+    pub(crate) check: Arc<VersionCheck<DB>>,
+    /// Creates waiting to be written together (one queue per set of tables).
+    pub(crate) creates: Arc<Creates>,
+}
+
+impl<DB: Backend> Clone for SqlStore<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            servers: self.servers.clone(),
+            extra: self.extra.clone(),
+            schema: self.schema.clone(),
+            sql: self.sql.clone(),
+            check: self.check.clone(),
+            creates: self.creates.clone(),
+        }
+    }
+}
+
+impl<DB: Backend> std::fmt::Debug for SqlStore<DB> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlStore")
+            .field("servers", &self.servers)
+            .field("extra", &self.extra)
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One of a store's pools, as its metrics show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolState {
+    /// Which pool: `sqlite_readers`, `sqlite_writer`, `postgres`, `mysql`, or
+    /// `postgres_replica:HOST:PORT` (`mysql_…`) for a replica's.
+    pub name: String,
+    /// Connections open.
+    pub size: u32,
+    /// Connections open and idle.
+    pub idle: u32,
+    /// The most it opens.
+    pub max: u32,
+}
+
+impl PoolState {
+    pub(crate) fn of<DB: sqlx::Database>(name: String, pool: &sqlx::Pool<DB>) -> Self {
+        let size = pool.size();
+        Self {
+            name,
+            size,
+            idle: u32::try_from(pool.num_idle()).unwrap_or(size),
+            max: pool.options().get_max_connections(),
+        }
+    }
+}
 
 /// A database the SQL store runs on: [`sqlx::Sqlite`], [`sqlx::Postgres`] or
 /// [`sqlx::MySql`] (MariaDB), each behind its feature. Sealed: what a database must do
@@ -105,14 +185,11 @@ pub trait Engine: Driver {
     where
         Self: Backend;
 
-    /// Whether the store can answer now and write: by default one look-up through the
-    /// store's own tables; PostgreSQL and MariaDB ask their primary its role too.
+    /// Whether the store can answer now and write: SQLite looks its tables up,
+    /// PostgreSQL and MariaDB ask their primary its role too.
     fn ready(store: &SqlStore<Self>) -> impl Future<Output = Result<(), StoreError>> + Send
     where
-        Self: Backend,
-    {
-        async move { crate::queries::author_exists(store, 0).await.map(drop) }
-    }
+        Self: Backend;
 
     /// The embedded migrations, as `(file name, SQL)`.
     const MIGRATIONS: &'static [(&'static str, &'static str)];

@@ -6,11 +6,11 @@
 use books_core::store::KeyedCreate;
 
 use crate::backend::Backend;
+use crate::backend::SqlStore;
 use crate::batch::{self, CreateWriter, Created, NewBook};
 use crate::error::OrStoreError;
 use crate::queries;
 use crate::rows::StoreRow;
-use crate::store::SqlStore;
 use crate::transactions::{insert_in, keep_key};
 
 impl<DB: Backend> CreateWriter for SqlStore<DB> {

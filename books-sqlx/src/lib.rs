@@ -75,6 +75,7 @@ mod version_triggers;
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub use any::{AnyStore, StoreSettings};
 pub use backend::Backend;
+pub use backend::{PoolState, SqlStore};
 pub use error::{Error, is_unavailable, store_error};
 pub use list_sql::{BookColumns, ListClauses, ListValue};
 pub use migrate::MIGRATIONS_TABLE;
@@ -98,7 +99,6 @@ pub use servers::{PROBE_TIMEOUT, RETRY_AFTER, Role, SessionAttrs};
 pub use sqlite::{BUSY_TIMEOUT, SqliteStore};
 pub use sqlx;
 pub use statement::Dialect;
-pub use store::{PoolState, SqlStore};
 pub use version_triggers::VersionTriggers;
 
 /// The longest a single statement may run before the database cancels it (503), on the

@@ -10,23 +10,13 @@ use books_core::store::{
 use chrono::{DateTime, Utc};
 
 use crate::backend::Backend;
+use crate::backend::{Read, SqlStore};
 use crate::batch::{Created, NewBook};
 use crate::error::OrStoreError;
 use crate::list_sql::ListSql;
 use crate::rows::{self, StoreRow};
 use crate::statement::{Arg, Statement};
-use crate::store::SqlStore;
 use crate::store_sql::RANGE;
-
-/// Where a read may be answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Read {
-    /// The data a client asked for (a page, a book): a replica may answer, as long as it
-    /// has every write the primary had when the read began.
-    Data,
-    /// What decides a write or must be current by itself: the primary.
-    Primary,
-}
 
 fn decoded<T>(result: Result<T, sqlx::Error>) -> Result<T, StoreError> {
     result.or_store_error()

@@ -1,88 +1,17 @@
-//! [`SqlStore`]: the one SQL store, over any [`Backend`]. What every database shares is
-//! here and in [`tiers`](crate::tiers); what one does differently is its
-//! [`Engine`](crate::backend::Engine)'s.
+//! What [`SqlStore`] does over any [`Backend`], the database's parts put together: what
+//! every database shares is here and in [`tiers`](crate::tiers); what one does
+//! differently is its [`Engine`](crate::backend::Engine)'s.
 
 use std::sync::Arc;
 
 use books_core::store::StoreError;
 
 use crate::Error;
-use crate::backend::{Backend, ServerSet};
-use crate::batch::Creates;
-use crate::check::{Checked, VersionCheck};
+use crate::backend::{Backend, PoolState, Read, ServerSet, SqlStore};
+use crate::check::Checked;
 use crate::error::OrStoreError;
-use crate::queries::Read;
 use crate::statement::{Arg, Statement};
 use crate::store_sql::Statements;
-
-/// A store over SQLite ([`SqliteStore`](crate::SqliteStore)), PostgreSQL
-/// ([`PostgresStore`](crate::PostgresStore)) or MariaDB ([`MySqlStore`](crate::MySqlStore)),
-/// with every tier of [`books_core::store`]. Cloning is cheap (the pools are shared).
-///
-/// How each is built is on its alias's page; what they share: [`migrate`](Self::migrate)
-/// once at start, [`pools`](Self::pools) for metrics, [`close`](Self::close) at the end.
-pub struct SqlStore<DB: Backend> {
-    /// Where statements go: SQLite's file, PostgreSQL's or MariaDB's servers.
-    pub(crate) servers: DB::Servers,
-    /// What else the store keeps for its database.
-    pub(crate) extra: DB::Extra,
-    /// The schema (PostgreSQL) or database (MariaDB) of the store's tables, if named.
-    pub(crate) schema: Option<Arc<str>>,
-    pub(crate) sql: Arc<Statements>,
-    pub(crate) check: Arc<VersionCheck<DB>>,
-    /// Creates waiting to be written together (one queue per set of tables).
-    pub(crate) creates: Arc<Creates>,
-}
-
-impl<DB: Backend> Clone for SqlStore<DB> {
-    fn clone(&self) -> Self {
-        Self {
-            servers: self.servers.clone(),
-            extra: self.extra.clone(),
-            schema: self.schema.clone(),
-            sql: self.sql.clone(),
-            check: self.check.clone(),
-            creates: self.creates.clone(),
-        }
-    }
-}
-
-impl<DB: Backend> std::fmt::Debug for SqlStore<DB> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqlStore")
-            .field("servers", &self.servers)
-            .field("extra", &self.extra)
-            .field("schema", &self.schema)
-            .finish_non_exhaustive()
-    }
-}
-
-/// One of a store's pools, as its metrics show it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PoolState {
-    /// Which pool: `sqlite_readers`, `sqlite_writer`, `postgres`, `mysql`, or
-    /// `postgres_replica:HOST:PORT` (`mysql_…`) for a replica's.
-    pub name: String,
-    /// Connections open.
-    pub size: u32,
-    /// Connections open and idle.
-    pub idle: u32,
-    /// The most it opens.
-    pub max: u32,
-}
-
-impl PoolState {
-    pub(crate) fn of<DB: sqlx::Database>(name: String, pool: &sqlx::Pool<DB>) -> Self {
-        let size = pool.size();
-        Self {
-            name,
-            size,
-            idle: u32::try_from(pool.num_idle()).unwrap_or(size),
-            max: pool.options().get_max_connections(),
-        }
-    }
-}
 
 impl<DB: Backend> SqlStore<DB> {
     /// A store over `servers`, its tables behind `schema`.

@@ -14,12 +14,12 @@ use books_core::store::{
 use chrono::{DateTime, Utc};
 
 use crate::backend::Backend;
+use crate::backend::SqlStore;
 use crate::batch::NewBook;
 use crate::error::OrStoreError;
 use crate::queries::{self, book_args};
 use crate::rows::StoreRow;
 use crate::statement::{Arg, Statement};
-use crate::store::SqlStore;
 use crate::transactions::write_if;
 
 #[async_trait]

@@ -11,15 +11,16 @@ use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlConnection, MySqlPoolOptions,
 use sqlx::pool::PoolOptions;
 use sqlx::{AssertSqlSafe, Executor, Row, Transaction};
 
+use crate::backend::Read;
+use crate::backend::SqlStore;
 use crate::backend::{Backend, Engine};
 use crate::batch::{self, NewBook};
 use crate::check::VersionCheck;
 use crate::driver::Driver;
 use crate::error::{OrStoreError, is_deadlock};
-use crate::queries::Read;
 use crate::servers::{Networked, Role, Servers, base_pool_options};
 use crate::statement::{Arg, Dialect, Statement};
-use crate::store::{SqlStore, checked_name};
+use crate::store::checked_name;
 use crate::{ACQUIRE_TIMEOUT, Error, STATEMENT_TIMEOUT, migrate};
 
 /// How many times in all a transaction that deadlocked (or lost a Galera certification

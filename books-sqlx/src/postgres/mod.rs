@@ -17,14 +17,15 @@ use sqlx::{AssertSqlSafe, ConnectOptions, Row, Transaction};
 
 use self::push::{Notify, Push};
 use self::session::{Session, session_settings};
+use crate::backend::Read;
+use crate::backend::SqlStore;
 use crate::backend::{Backend, Engine};
 use crate::batch::NewBook;
 use crate::check::VersionCheck;
 use crate::error::OrStoreError;
-use crate::queries::Read;
 use crate::servers::{Networked, Role, Servers, base_pool_options};
 use crate::statement::{Arg, Dialect, Statement};
-use crate::store::{SqlStore, checked_name};
+use crate::store::checked_name;
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
 /// A PostgreSQL store (feature `postgres`). Cloning is cheap (the pools are shared).

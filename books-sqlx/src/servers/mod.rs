@@ -24,14 +24,14 @@ use self::hosts::Hosts;
 pub use self::hosts::{PROBE_TIMEOUT, RETRY_AFTER};
 use self::replicas::{DEFAULT_WAIT, ReplicaState, Replicas, Standby};
 pub use self::roles::{Role, SessionAttrs};
+use crate::backend::Read;
 use crate::backend::{Backend, ServerSet};
+use crate::backend::{PoolState, SqlStore};
 use crate::check::Generation;
 use crate::check::OnConnection;
 use crate::driver::Driver;
 use crate::error::{OrStoreError, PrimaryError};
-use crate::queries::Read;
 use crate::statement::{Arg, Statement};
-use crate::store::{PoolState, SqlStore};
 use crate::{ACQUIRE_TIMEOUT, Error, PRIMARY_TIMEOUT};
 
 /// The options a database's connections are opened with.

@@ -11,14 +11,14 @@ use sqlx::sqlite::{
 };
 use sqlx::{Pool, Transaction};
 
+use crate::backend::Read;
 use crate::backend::{Backend, Engine, ServerSet};
+use crate::backend::{PoolState, SqlStore};
 use crate::batch::{self, NewBook};
 use crate::check::VersionCheck;
 use crate::driver::Driver;
 use crate::error::OrStoreError;
-use crate::queries::Read;
 use crate::statement::{Arg, Dialect, Statement};
-use crate::store::{PoolState, SqlStore};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
 /// How long a connection waits on another process's write lock before giving up (503).
@@ -119,6 +119,11 @@ impl Engine for Sqlite {
         let args = [Arg::Text(&json)];
         let rows = Sqlite::rows(conn, &store.sql.books.create_many, &args, true).await?;
         Ok(rows)
+    }
+
+    /// One look-up through the store's own tables.
+    async fn ready(store: &SqliteStore) -> Result<(), StoreError> {
+        crate::queries::author_exists(store, 0).await.map(drop)
     }
 
     async fn migrate(store: &SqliteStore) -> Result<(), Error> {

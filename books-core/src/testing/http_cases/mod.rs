@@ -12,8 +12,8 @@ use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
 
 use super::{Harness, MakeHarness, XmlNode};
+use crate::config::RouteScheme;
 use crate::config::{Config, ManualClock};
-use crate::route::RouteScheme;
 
 mod books;
 mod conditional;
