@@ -47,6 +47,16 @@ pub enum Error {
         "unsupported database URL {0:?} (expected sqlite:…, postgres://…, mysql://…, or memory)"
     )]
     UnknownDatabase(String),
+    /// A flag for another database (push mode, a pooler and `--notify-url` are
+    /// PostgreSQL's; replicas PostgreSQL's and MariaDB's).
+    #[error("{0} does not apply to this database")]
+    NotForThisDatabase(&'static str),
+    /// `--push true` through a transaction pooler without a direct URL to listen on.
+    #[error(
+        "push mode listens for the database's notifications, which a transaction pooler \
+         does not pass on: give a direct PostgreSQL URL to listen on (--notify-url)"
+    )]
+    PushNeedsNotifyUrl,
     /// A `--cors-origin` that is no origin.
     #[error(transparent)]
     Cors(#[from] InvalidOrigin),

@@ -25,17 +25,21 @@ impl Store {
             return match AnyStore::open(url, settings).await {
                 Ok(store) => Ok(Self::Sql(store)),
                 Err(books_sqlx::Error::UnknownDatabase(url)) => Err(Error::UnknownDatabase(url)),
+                Err(books_sqlx::Error::NotForThisDatabase(setting)) => {
+                    Err(Error::NotForThisDatabase(flag(setting)))
+                }
+                Err(books_sqlx::Error::PushNeedsDirectConnection) => Err(Error::PushNeedsNotifyUrl),
                 Err(error) => Err(error.into()),
             };
         }
         let sql_only = [
-            (settings.push.is_some(), "--push"),
-            (settings.transaction_pooler, "--transaction-pooler"),
-            (settings.notify_url.is_some(), "--notify-url"),
-            (!settings.replica_urls.is_empty(), "--replica-url"),
+            (settings.push.is_some(), "push"),
+            (settings.transaction_pooler, "transaction_pooler"),
+            (settings.notify_url.is_some(), "notify_url"),
+            (!settings.replica_urls.is_empty(), "replica_urls"),
         ];
         match sql_only.into_iter().find(|(set, _)| *set) {
-            Some((_, flag)) => Err(books_sqlx::Error::NotForThisDatabase(flag).into()),
+            Some((_, setting)) => Err(Error::NotForThisDatabase(flag(setting))),
             None => Ok(Self::Memory(MemStore::new())),
         }
     }
@@ -82,6 +86,17 @@ impl Store {
             Self::Memory(_) => Vec::new(),
             Self::Sql(store) => store.pools(),
         }
+    }
+}
+
+/// The server's flag for a [`StoreSettings`] field.
+fn flag(setting: &'static str) -> &'static str {
+    match setting {
+        "push" => "--push",
+        "transaction_pooler" => "--transaction-pooler",
+        "notify_url" => "--notify-url",
+        "replica_urls" => "--replica-url",
+        other => other,
     }
 }
 

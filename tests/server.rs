@@ -420,8 +420,7 @@ fn cli_flags_parse() {
 
 #[tokio::test]
 async fn unknown_database_url_is_refused() {
-    use books_api::Error::{Database, UnknownDatabase};
-    use books_sqlx::Error::NotForThisDatabase;
+    use books_api::Error::{NotForThisDatabase, UnknownDatabase};
     let plain = books_sqlx::StoreSettings::default();
     assert!(matches!(
         Store::open("oracle://x", &plain).await,
@@ -432,14 +431,14 @@ async fn unknown_database_url_is_refused() {
         push.push = Some(true);
         assert!(matches!(
             Store::open(url, &push).await,
-            Err(Database(NotForThisDatabase("--push")))
+            Err(NotForThisDatabase("--push"))
         ));
     }
     let mut replicas = books_sqlx::StoreSettings::default();
     replicas.replica_urls = vec!["sqlite::memory:".into()];
     assert!(matches!(
         Store::open("sqlite::memory:", &replicas).await,
-        Err(Database(NotForThisDatabase("--replica-url")))
+        Err(NotForThisDatabase("--replica-url"))
     ));
 }
 

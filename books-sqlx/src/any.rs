@@ -11,7 +11,7 @@ use crate::PostgresStore;
 use crate::SqliteStore;
 use crate::{Error, PoolState};
 
-/// What a store named by URL is set up with, beside the URL (the server's flags).
+/// What a store named by URL is set up with, beside the URL.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct StoreSettings {
@@ -77,18 +77,10 @@ impl AnyStore {
         let postgres = matches!(scheme, "postgres" | "postgresql");
         let networked = postgres || matches!(scheme, "mysql" | "mariadb");
         let refused = [
-            (settings.push.is_some(), "--push", postgres),
-            (
-                settings.transaction_pooler,
-                "--transaction-pooler",
-                postgres,
-            ),
-            (settings.notify_url.is_some(), "--notify-url", postgres),
-            (
-                !settings.replica_urls.is_empty(),
-                "--replica-url",
-                networked,
-            ),
+            (settings.push.is_some(), "push", postgres),
+            (settings.transaction_pooler, "transaction_pooler", postgres),
+            (settings.notify_url.is_some(), "notify_url", postgres),
+            (!settings.replica_urls.is_empty(), "replica_urls", networked),
         ]
         .into_iter()
         .find_map(|(set, setting, allowed)| (set && !allowed).then_some(setting));

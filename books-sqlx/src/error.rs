@@ -28,9 +28,10 @@ pub enum Error {
     /// A database URL that names no store of this crate's (or one whose feature is off).
     #[error("unsupported database URL {0:?} (expected sqlite:…, postgres://… or mysql://…)")]
     UnknownDatabase(String),
-    /// A setting for another database: push mode and a pooler are PostgreSQL's, replicas
+    /// A setting for another database, named as [`StoreSettings`](crate::StoreSettings)
+    /// names it: push mode, a pooler and a notify URL are PostgreSQL's, replicas
     /// PostgreSQL's and MariaDB's.
-    #[error("{0} does not apply to this database")]
+    #[error("the setting {0} does not apply to this database")]
     NotForThisDatabase(&'static str),
     /// No host of the store's URL has the role it wants (by default, takes writes):
     /// each host and what it was found to be.
@@ -47,7 +48,7 @@ pub enum Error {
     /// Push mode through a transaction pooler without a direct URL to listen on.
     #[error(
         "push mode listens for the database's notifications, which a transaction pooler \
-         does not pass on: give a direct PostgreSQL URL to listen on (--notify-url)"
+         does not pass on: give a direct PostgreSQL URL to listen on (notify_url)"
     )]
     PushNeedsDirectConnection,
 }
