@@ -148,6 +148,14 @@ fn attribute(span: &Span, key: &str) -> Option<String> {
     }
 }
 
+/// Whether a span's attribute is an int (as the conventions type status codes and
+/// ports), not the same digits as text.
+fn is_int(span: &Span, key: &str) -> bool {
+    let value = span.attributes.iter().find(|kv| kv.key == key);
+    let value = value.and_then(|kv| kv.value.as_ref()?.value.as_ref());
+    matches!(value, Some(Value::IntValue(_)))
+}
+
 fn server_span<'a>(spans: &'a [Span], request_id: &str) -> Option<&'a Span> {
     spans.iter().find(|span| {
         span.kind == SpanKind::Server as i32 && attribute(span, "id").as_deref() == Some(request_id)
@@ -197,10 +205,15 @@ async fn a_callers_trace_continues_through_the_server_span_to_the_store() {
         ("http.response.status_code", "200"),
         ("url.path", "/api/books/1"),
         ("url.query", "include=author"),
+        ("url.scheme", "http"),
         ("server.address", "127.0.0.1"),
+        ("server.port", &addr.port().to_string()),
         ("user_agent.original", "traces-test/1"),
     ] {
         assert_eq!(attribute(server, key).as_deref(), Some(value), "{key}");
+    }
+    for key in ["http.response.status_code", "server.port"] {
+        assert!(is_int(server, key), "{key} is an int");
     }
     assert_eq!(attribute(server, "error.type"), None);
 
@@ -326,6 +339,27 @@ async fn writes_show_their_idempotency_and_if_match_work() {
     assert_eq!(
         attribute(&conditional, "books.if_match.outcome").as_deref(),
         Some("done")
+    );
+    // A method the conventions do not name: `_OTHER`, and a name no client chooses.
+    let brewed = common::call(
+        addr,
+        "BREW",
+        "/api/books",
+        &[("x-request-id", "brew-1")],
+        "",
+    )
+    .await;
+    assert_eq!(brewed.status, 405);
+    let spans = spans_until(&mut arrived, |spans| server_span(spans, "brew-1").is_some()).await;
+    let brew = server_span(&spans, "brew-1").unwrap();
+    assert_eq!(brew.name, "HTTP /api/books");
+    assert_eq!(
+        attribute(brew, "http.request.method").as_deref(),
+        Some("_OTHER")
+    );
+    assert_eq!(
+        attribute(brew, "http.request.method_original").as_deref(),
+        Some("BREW")
     );
 }
 

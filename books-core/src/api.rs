@@ -186,7 +186,8 @@ impl BooksApi {
             // request, a fifth of a ping (`scripts/load.py` with `RUST_LOG=books_core=debug`).
             // The server span, named by the method and the route template, with
             // OpenTelemetry's HTTP fields (`crate::trace`).
-            let span = trace::request_span(&parts, &id, api.inner.config.prefix(), route);
+            let config = &api.inner.config;
+            let span = trace::request_span(&parts, &id, config.prefix(), config.base_url(), route);
             let respond = api.respond(&parts, routed, body, &id);
             // A span no subscriber wants is not entered around every poll.
             let mut response = if span.is_disabled() {

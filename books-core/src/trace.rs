@@ -7,9 +7,9 @@
 //!
 //! | span | `otel.kind` | fields |
 //! |---|---|---|
-//! | `request` (`otel.name` `GET /api/books/{id}`) | `server` | `id` (the request id), `http.request.method`, `http.route` (the template, prefix included; none for a path no route matches), `url.path`, `url.query` (when present), `server.address`, `server.port`, `user_agent.original`, `http.response.status_code`, `error.type` and `otel.status_code` `ERROR` on a 5xx, `books.cache.hit` (`true` when a cached answer was served) |
+//! | `request` (`otel.name` `GET /api/books/{id}`, `HTTP …` for a method the conventions do not name) | `server` | `id` (the request id), `http.request.method` (`_OTHER` for such a method, and `http.request.method_original`), `http.route` (the template, prefix included; none for a path no route matches), `url.scheme` (the request's, else the base URL's), `url.path`, `url.query` (when present), `server.address`, `server.port` (an int), `user_agent.original`, `http.response.status_code` (an int), `error.type` and `otel.status_code` `ERROR` on a 5xx, `books.cache.hit` (`true` when a cached answer was served) |
 //! | `version_check` | internal | `books.version_check.shared`: `true` when the request joined a check another request sent (its store call is under the sender's span) |
-//! | `store` (`otel.name` `store get`) | `client` | `db.operation.name` (`list`, `get`, `create`, `version` …), `db.system.name`, `books.db.pool` (`primary`, `replica`) and `server.address` when the store records them ([`store_answered_by`]), `error.type` on a failure |
+//! | `store` (`otel.name` `store get`) | `client` | `db.operation.name` (`list`, `get`, `create`, `version` …), `db.system.name`, `books.db.pool` (`primary`, `replica`) and `server.address` and `server.port` when the store records them ([`store_answered_by`]), `error.type` on a failure |
 //! | `idempotency` | internal | a create with `Idempotency-Key`: `books.idempotency.outcome` (`stored`, `replayed`, `conflict`, `mismatch`) |
 //! | `if_match` | internal | a conditional update or delete: `books.if_match.outcome` (`done`, `refused`) |
 //!
@@ -37,11 +37,13 @@ fn wanted() -> bool {
     tracing::span_enabled!(tracing::Level::DEBUG)
 }
 
-/// The server span of one request routed to `route` (relative to `prefix`).
+/// The server span of one request routed to `route` (relative to `prefix`), served
+/// under `base_url` (whose scheme stands for the request's when it names none).
 pub(crate) fn request_span(
     parts: &http::request::Parts,
     id: &RequestId,
     prefix: &str,
+    base_url: &str,
     route: &'static str,
 ) -> Span {
     // Every field is computed inside the macro, only when the span is kept: the `Host`
@@ -54,12 +56,17 @@ pub(crate) fn request_span(
         otel.name = %Name { method: &parts.method, route },
         otel.kind = "server",
         otel.status_code = Empty,
-        http.request.method = %parts.method,
+        http.request.method = method_name(&parts.method),
+        http.request.method_original = (method_name(&parts.method) == OTHER)
+            .then(|| parts.method.as_str()),
         http.route = route.map(display),
+        url.scheme = parts.uri.scheme_str().unwrap_or(
+            if base_url.starts_with("https:") { "https" } else { "http" }
+        ),
         url.path = parts.uri.path(),
         url.query = parts.uri.query(),
         server.address = authority(parts).0,
-        server.port = authority(parts).1,
+        server.port = authority(parts).1.map(i64::from),
         user_agent.original = parts.headers.get(USER_AGENT).and_then(|v| v.to_str().ok()),
         http.response.status_code = Empty,
         "error.type" = Empty,
@@ -72,7 +79,8 @@ pub(crate) fn answered(span: &Span, status: StatusCode) {
     if span.is_disabled() {
         return;
     }
-    span.record("http.response.status_code", status.as_u16());
+    // An int, as the conventions type it (an unsigned value would go out as text).
+    span.record("http.response.status_code", i64::from(status.as_u16()));
     if status.is_server_error() {
         span.record("error.type", status.as_str());
         span.record("otel.status_code", "ERROR");
@@ -97,6 +105,7 @@ pub(crate) fn store_span(operation: &'static str) -> Span {
         db.system.name = Empty,
         books.db.pool = Empty,
         server.address = Empty,
+        server.port = Empty,
         "error.type" = Empty,
     )
 }
@@ -148,19 +157,40 @@ pub(crate) fn store_failed(span: &Span, outcome: &'static str) {
 }
 
 /// For a store: records on the current store call's span which database system
-/// answered (`db.system.name`: `postgresql`, `mysql`, `mariadb`, `sqlite` …), from which
-/// pool (`primary` or `replica`) and, when known, which server (`host:port`). Costs a
-/// load and a comparison when no subscriber keeps the spans.
-pub fn store_answered_by(system: &'static str, pool: &'static str, server: Option<&str>) {
+/// answered (`db.system.name`: `postgresql`, `mariadb`, `sqlite` …), from which pool
+/// (`primary` or `replica`) and, when known, which server (`server.address` and
+/// `server.port`). Costs a load and a comparison when no subscriber keeps the spans.
+pub fn store_answered_by(system: &'static str, pool: &'static str, server: Option<(&str, u16)>) {
     if wanted() {
         let span = Span::current();
         span.record("db.system.name", system);
         span.record("books.db.pool", pool);
-        if let Some(server) = server {
-            span.record("server.address", server);
+        if let Some((address, port)) = server {
+            span.record("server.address", address);
+            span.record("server.port", i64::from(port));
         }
     }
 }
+
+/// What the conventions call a method: itself when they name it, `_OTHER` otherwise (a
+/// client does not choose the spans' names).
+fn method_name(method: &Method) -> &str {
+    match *method {
+        Method::GET
+        | Method::HEAD
+        | Method::POST
+        | Method::PUT
+        | Method::DELETE
+        | Method::CONNECT
+        | Method::OPTIONS
+        | Method::TRACE
+        | Method::PATCH => method.as_str(),
+        _ => OTHER,
+    }
+}
+
+/// The conventions' name for a method they do not name.
+const OTHER: &str = "_OTHER";
 
 /// The host and port the request was sent to: `Host` (HTTP/1.1), else the URI's
 /// authority (HTTP/2's `:authority`).
@@ -203,9 +233,13 @@ struct Name<'a> {
 
 impl fmt::Display for Name<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let method = match method_name(self.method) {
+            OTHER => "HTTP",
+            known => known,
+        };
         match self.route {
-            Some(route) => write!(f, "{} {route}", self.method),
-            None => write!(f, "{}", self.method),
+            Some(route) => write!(f, "{method} {route}"),
+            None => write!(f, "{method}"),
         }
     }
 }
@@ -262,5 +296,16 @@ mod tests {
             route: None,
         };
         assert_eq!(name.to_string(), "POST");
+        let odd = Method::from_bytes(b"BREW").unwrap();
+        let name = Name {
+            method: &odd,
+            route,
+        };
+        assert_eq!(
+            name.to_string(),
+            "HTTP /api/books/{id}",
+            "no client-chosen names"
+        );
+        assert_eq!(method_name(&odd), "_OTHER");
     }
 }

@@ -193,7 +193,7 @@ impl Engine for MySql {
 
 impl Networked for MySql {
     const POOL_NAME: &'static str = "mysql";
-    const SYSTEM: &'static str = "mysql";
+    const SYSTEM: &'static str = "mariadb";
     const NO_WAIT: &'static str = "SET STATEMENT wsrep_sync_wait = 0 FOR ";
 
     /// `mysql://…` or `mariadb://…`.

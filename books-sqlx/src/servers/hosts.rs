@@ -16,7 +16,7 @@
 //! (`before_acquire`, `after_release`): one that hangs on a dead network path is never
 //! pinged, and the version check's own connection goes too (the [`Generation`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -63,10 +63,12 @@ impl Default for Bounds {
     }
 }
 
-/// One host: how to connect, and its `host:port` for what the store says of it.
+/// One host: how to connect, and its `host:port` for what the store says of it (and
+/// its traces: the host and the port apart).
 struct Host<DB: sqlx::Database> {
     options: ConnectOptionsOf<DB>,
     address: String,
+    server: Option<(String, u16)>,
 }
 
 /// Where the search stands, which host the pool connects to (the first until a search
@@ -97,6 +99,8 @@ pub(crate) struct Hosts<DB: sqlx::Database> {
     attrs: SessionAttrs,
     bounds: Bounds,
     state: Mutex<State>,
+    /// `state.host`, for the traces to read without the lock.
+    current: AtomicUsize,
     searched: Notify,
     generation: Arc<Generation>,
     /// When the pool's connections last went stale (nanoseconds after `epoch`).
@@ -134,9 +138,16 @@ impl<DB: Networked> Hosts<DB> {
     ) -> Self {
         let hosts: Vec<Host<DB>> = hosts
             .into_iter()
-            .map(|options| Host {
-                address: DB::address(&options),
-                options,
+            .map(|options| {
+                let address = DB::address(&options);
+                let server = address.rsplit_once(':').and_then(|(host, port)| {
+                    Some((host.trim_matches(['[', ']']).to_owned(), port.parse().ok()?))
+                });
+                Host {
+                    address,
+                    server,
+                    options,
+                }
             })
             .collect();
         Self {
@@ -149,6 +160,7 @@ impl<DB: Networked> Hosts<DB> {
             hosts,
             attrs,
             bounds,
+            current: AtomicUsize::new(0),
             searched: Notify::new(),
             generation: Arc::default(),
             stale_before: AtomicU64::new(0),
@@ -165,6 +177,14 @@ impl<DB: Networked> Hosts<DB> {
     /// The role the pool wants.
     pub(crate) fn attrs(&self) -> SessionAttrs {
         self.attrs
+    }
+
+    /// The host the pool connects to now, and its port (none for a socket).
+    pub(crate) fn current_server(&self) -> Option<(&str, u16)> {
+        let host = &self.hosts[self.current.load(Ordering::Relaxed)];
+        host.server
+            .as_ref()
+            .map(|(name, port)| (name.as_str(), *port))
     }
 
     /// The switches' count, shared with the version check.
@@ -276,6 +296,7 @@ impl<DB: Networked> Hosts<DB> {
                     pool.set_connect_options(self.hosts[index].options.clone());
                     self.connections_stale();
                     state.host = index;
+                    self.current.store(index, Ordering::Relaxed);
                     tracing::info!(
                         host = %self.hosts[index].address,
                         "the primary pool connects to another host"

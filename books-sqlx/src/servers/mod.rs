@@ -44,7 +44,7 @@ pub trait Networked: Backend<Servers = Servers<Self>> + Standby {
     const POOL_NAME: &'static str;
 
     /// The database system as OpenTelemetry names it (`db.system.name`: `postgresql`,
-    /// `mysql`), recorded on the core's store spans.
+    /// `mariadb`), recorded on the core's store spans.
     const SYSTEM: &'static str;
 
     /// The options for one host's `url`.
@@ -188,7 +188,7 @@ impl<DB: Networked> Servers<DB> {
             hosts.lost();
             return Err(E::timed_out());
         };
-        books_core::trace::store_answered_by(DB::SYSTEM, "primary", None);
+        books_core::trace::store_answered_by(DB::SYSTEM, "primary", hosts.current_server());
         if let Err(error) = &outcome
             && error.driver().is_some_and(DB::lost)
         {

@@ -253,6 +253,12 @@ async fn a_role_flip_moves_the_pool_and_drops_its_connections() {
     );
     setup.ready().await.unwrap();
     assert_eq!(setup.chosen(), 1);
+    let port = setup.fakes[1].port();
+    assert_eq!(
+        setup.hosts.current_server(),
+        Some(("127.0.0.1", port)),
+        "for the traces"
+    );
     assert!(setup.hosts.generation().now() > generation);
     assert!(
         setup.hosts.current(Duration::ZERO),
