@@ -1,9 +1,10 @@
 //! The interactive reference page (`GET {prefix}/docs`, feature `docs-page`): Swagger UI
-//! over `{prefix}/openapi.json`, every file of it built into the crate and served from
-//! the API's own origin.
+//! over `{prefix}/openapi.json`, every file of it built in (from `books-docs-assets`, a
+//! crate of its own that only this feature downloads) and served from the API's own
+//! origin.
 //!
 //! The page is HTML with no inline script or style, sent with [`CSP`]; it loads
-//! Swagger UI's bundle and stylesheet (`assets/swagger-ui/`, swagger-ui-dist as
+//! Swagger UI's bundle and stylesheet (`books-docs-assets/assets/swagger-ui/`, swagger-ui-dist as
 //! published, see the README there) and `docs-page.js`, which starts the UI on the
 //! document and points "try it" at the server that served the page. Every URL in the
 //! page is relative, so any base URL and prefix work, with or without the trailing
@@ -19,6 +20,7 @@
 
 use std::sync::{LazyLock, OnceLock};
 
+use books_docs_assets::{FILES, PAGE};
 use bytes::Bytes;
 use http::header::{
     CACHE_CONTROL, CONTENT_LENGTH, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, HeaderValue, VARY,
@@ -40,55 +42,6 @@ const IMMUTABLE: HeaderValue = HeaderValue::from_static("public, max-age=3153600
 const NO_CACHE: HeaderValue = HeaderValue::from_static("no-cache");
 const NOSNIFF: HeaderValue = HeaderValue::from_static("nosniff");
 const VARY_ENCODING: HeaderValue = HeaderValue::from_static("Accept-Encoding");
-
-/// One file the page loads.
-struct File {
-    name: &'static str,
-    content_type: &'static str,
-    body: &'static [u8],
-}
-
-const JS: &str = "text/javascript; charset=utf-8";
-const CSS: &str = "text/css; charset=utf-8";
-
-/// Every asset, in the order of [`AssetRef::index`].
-const FILES: [File; 6] = [
-    File {
-        name: "swagger-ui-bundle.js",
-        content_type: JS,
-        body: include_bytes!("../assets/swagger-ui/swagger-ui-bundle.js"),
-    },
-    File {
-        name: "swagger-ui.css",
-        content_type: CSS,
-        body: include_bytes!("../assets/swagger-ui/swagger-ui.css"),
-    },
-    File {
-        name: "docs-page.js",
-        content_type: JS,
-        body: include_bytes!("../assets/docs-page.js"),
-    },
-    File {
-        name: "docs-page.css",
-        content_type: CSS,
-        body: include_bytes!("../assets/docs-page.css"),
-    },
-    File {
-        name: "favicon-32x32.png",
-        content_type: "image/png",
-        body: include_bytes!("../assets/swagger-ui/favicon-32x32.png"),
-    },
-    // The bundle's first line points readers here for its parts' licences.
-    File {
-        name: "swagger-ui-bundle.js.LICENSE.txt",
-        content_type: "text/plain; charset=utf-8",
-        body: include_bytes!("../assets/swagger-ui/swagger-ui-bundle.js.LICENSE.txt"),
-    },
-];
-
-/// The page, with `{root}` (the way back to the prefix: `./`, or `../` from `/docs/`) and
-/// `{version}` to fill in.
-const PAGE: &str = include_str!("../assets/docs-page.html");
 
 /// What is made once per process from the files: their version, their tags and the page.
 struct Built {
@@ -276,7 +229,7 @@ mod tests {
         assert_eq!(find(&version, ""), None);
         let answer = asset(current, false);
         assert_eq!(answer.headers()[CACHE_CONTROL], IMMUTABLE);
-        assert_eq!(answer.headers()[CONTENT_TYPE], CSS);
+        assert_eq!(answer.headers()[CONTENT_TYPE], "text/css; charset=utf-8");
         assert!(answer.headers().get(VARY).is_none());
         let stale = asset(find("0123", "swagger-ui.css").unwrap(), true);
         assert_eq!(stale.headers()[CACHE_CONTROL], NO_CACHE);
