@@ -82,7 +82,10 @@ mod http_contract {
     async fn in_process(config: Config) -> InProcess<SqliteStore> {
         InProcess::new(fresh().await, config)
     }
-    books_core::http_contract_suite!(in_process);
+    books_core::http_contract_suite! {
+        make: in_process,
+        outside_writes: host_writes,
+    }
 }
 
 #[tokio::test]

@@ -253,15 +253,37 @@ macro_rules! __settling {
 /// is a `Fn(Config) -> impl Future<Output = impl Harness>` building one API instance
 /// over a fresh, empty store. The long form takes attributes for every case and a guard
 /// held for each (as in [`store_conformance_suite!`](crate::store_conformance_suite)):
-/// `http_contract_suite! { #[…] make: in_process, guard: cleanup }`. Cases of `If-Match`,
-/// `Idempotency-Key` and `filter[…]`/`sort` check the documented 501 instead when the
-/// harness's [`tiers`](crate::testing::Harness::tiers) lack the store tier they need.
+/// `http_contract_suite! { #[…] make: in_process, outside_writes: host_sql, guard:
+/// cleanup }`. Cases of `If-Match`, `Idempotency-Key` and `filter[…]`/`sort` check the
+/// documented 501 instead when the harness's [`tiers`](crate::testing::Harness::tiers)
+/// lack the store tier they need.
+///
+/// `outside_writes` (the store suite's hook, for a `make` that builds an
+/// [`InProcess`](crate::testing::InProcess)) adds the case that reads through the API
+/// after writes the API did not make: give it wherever anything but this process may
+/// write the store, or a version kept in memory passes the HTTP suite and serves stale
+/// answers.
 #[macro_export]
 macro_rules! http_contract_suite {
     ($make:expr $(,)?) => {
         $crate::http_contract_suite! { make: $make }
     };
-    ($(#[$attr:meta])* make: $make:expr $(, guard: $guard:expr)? $(,)?) => {
+    (
+        $(#[$attr:meta])*
+        make: $make:expr
+        $(, outside_writes: $hook:expr)?
+        $(, guard: $guard:expr)? $(,)?
+    ) => {
+        $crate::__with_hook!([$($hook)?]
+            $(#[$attr])*
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn reads_follow_writes_from_outside() {
+                $(let _guard = ($guard)();)?
+                $(let outside = $crate::testing::store_cases::Outside::through($hook);)?
+                $crate::testing::http_cases::reads_follow_writes_from_outside(&$make, &outside)
+                    .await;
+            }
+        );
         $crate::__http_cases!([$(#[$attr])*] ($make, [$(($guard)())?]);
             ping_answers_ok,
             ping_extended_adds_time_and_version,

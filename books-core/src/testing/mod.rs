@@ -108,6 +108,11 @@ impl<S: BookStore + Clone> InProcess<S> {
     pub fn api(&self) -> &BooksApi {
         &self.api
     }
+
+    /// The store under the API.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
 }
 
 #[async_trait]

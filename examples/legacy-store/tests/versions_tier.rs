@@ -27,7 +27,10 @@ mod http_contract {
     async fn in_process(config: Config) -> InProcess<CatalogueStore> {
         InProcess::new(fresh().await, config)
     }
-    books_core::http_contract_suite!(in_process);
+    books_core::http_contract_suite! {
+        make: in_process,
+        outside_writes: common::host_writes,
+    }
 }
 
 /// The mistakes, each a wrapper of the store that makes it; the suite's cases fail them.
@@ -131,6 +134,20 @@ mod mistakes {
             common::host_writes(store.store, write)
         });
         Fixture::new(store, ThroughStore, Some(outside))
+    }
+
+    /// The HTTP suite, given the same hook, catches it too: a cached answer served on.
+    #[tokio::test]
+    #[should_panic(expected = "a book retitled from outside")]
+    async fn the_http_suite_catches_a_version_in_memory() {
+        let make = |config: Config| async move {
+            let store = Mistaken { store: fresh().await, version: Arc::default(), split: false };
+            InProcess::new(store, config)
+        };
+        let outside = Outside::through(|store: Mistaken, write: OutsideWrite| {
+            common::host_writes(store.store, write)
+        });
+        books_core::testing::http_cases::reads_follow_writes_from_outside(&make, &outside).await;
     }
 
     #[tokio::test]

@@ -256,6 +256,7 @@ mod http_contract {
     books_core::http_contract_suite! {
         #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
         make: in_process,
+        outside_writes: host_writes,
         guard: cleanup,
     }
 }

@@ -258,6 +258,7 @@ mod http_contract {
     books_core::http_contract_suite! {
         #[cfg_attr(not(books_test_postgres), ignore = "BOOKS_TEST_POSTGRES_URL is not set")]
         make: in_process,
+        outside_writes: host_writes,
         guard: cleanup,
     }
 }

@@ -67,6 +67,7 @@ mod http_contract {
     books_core::http_contract_suite! {
         #[cfg_attr(not(all(books_test_postgres, books_test_pgbouncer)), ignore = "needs BOOKS_TEST_POSTGRES_URL and PgBouncer")]
         make: in_process,
+        outside_writes: host_writes,
         guard: cleanup,
     }
 }

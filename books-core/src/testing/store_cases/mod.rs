@@ -83,6 +83,11 @@ impl<S: Clone> Outside<S> {
             hook: Box::new(move |store, write| Box::pin(hook(store, write))),
         }
     }
+
+    /// Makes `write` to `store`'s data from outside it.
+    pub async fn write(&self, store: S, write: OutsideWrite) {
+        (self.hook)(store, write).await;
+    }
 }
 
 /// How the suite adds and removes authors, which the API itself never writes: through
