@@ -1,8 +1,9 @@
-//! Load-test baselines: answers given paths with precomputed bytes, from bare hyper or
-//! bare warp, with the server's socket settings (TCP_NODELAY, HTTP/1.1, same
-//! runtime). Used by `scripts/load.py`; not an example to copy.
+//! Load-test baselines: answers given paths with precomputed bytes, from bare hyper
+//! (HTTP/1.1, or `hyper-h2`: HTTP/2 with prior knowledge) or bare warp, with the
+//! server's socket settings (TCP_NODELAY, same runtime). Used by `scripts/load.py`; not
+//! an example to copy.
 //!
-//! `baseline <hyper|warp> <listen> <path>=<status>:<content-type>:<body file> ...`
+//! `baseline <hyper|hyper-h2|warp> <listen> <path>=<status>:<content-type>:<body file> ...`
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -12,7 +13,7 @@ use bytes::Bytes;
 use http::{Response, StatusCode};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use warp::Filter;
@@ -73,6 +74,8 @@ async fn main() {
         .timer(TokioTimer::new())
         .header_read_timeout(std::time::Duration::from_secs(10))
         .max_buf_size(16 * 1024);
+    let mut h2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    h2.timer(TokioTimer::new());
     loop {
         let (stream, _) = listener.accept().await.unwrap();
         let _ = stream.set_nodelay(true);
@@ -92,7 +95,11 @@ async fn main() {
                 let response = answer(&answers, &key);
                 async move { Ok::<_, Infallible>(response.map(http_body_util::Full::new)) }
             });
-            tokio::spawn(builder.serve_connection(io, handler));
+            if kind == "hyper-h2" {
+                tokio::spawn(h2.serve_connection(io, handler));
+            } else {
+                tokio::spawn(builder.serve_connection(io, handler));
+            }
         }
     }
 }

@@ -14,6 +14,7 @@ the same bytes) and beside a hand-written axum + sqlx server.
     python3 scripts/load.py --pooler [--rounds 3] [--seconds 5]
     python3 scripts/load.py --replicas [--stores postgres,mysql] [--rounds 3] [--seconds 5]
     python3 scripts/load.py --edge [--rounds 3] [--seconds 5]
+    python3 scripts/load.py --http2 [--stores memory,sqlite] [--rounds 3] [--seconds 5]
     python3 scripts/load.py --failover [--events pg-switchover,pg-kill,galera-kill] [--seconds 60] [--before OLD_BINARY]
     python3 scripts/load.py --galera-reads [--rounds 3] [--seconds 5]
     python3 scripts/load.py --traces [--rounds 3] [--seconds 5]
@@ -34,6 +35,7 @@ from loadrun.edge import edge
 from loadrun.failover import failover
 from loadrun.galera_reads import galera_reads
 from loadrun.harness import ensure_tools
+from loadrun.http2 import http2
 from loadrun.instructions import instructions
 from loadrun.scale_out import pooler, replicas
 from loadrun.shedding import shedding
@@ -46,6 +48,7 @@ MODES = {
     "pooler": pooler,
     "replicas": replicas,
     "edge": edge,
+    "http2": http2,
     "failover": failover,
     "galera_reads": galera_reads,
     "instructions": instructions,
@@ -77,6 +80,7 @@ def main():
     parser.add_argument("--pooler", action="store_true")
     parser.add_argument("--replicas", action="store_true")
     parser.add_argument("--edge", action="store_true")
+    parser.add_argument("--http2", action="store_true")
     parser.add_argument("--failover", action="store_true")
     parser.add_argument("--galera-reads", action="store_true")
     parser.add_argument("--events", help="--failover: of pg-switchover,pg-kill,galera-kill")

@@ -16,7 +16,6 @@ use books_core::BooksApi;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
@@ -27,6 +26,27 @@ use crate::rate_limit::{Limiter, RateLimit};
 
 /// How an HTTP/2 connection with prior knowledge begins (RFC 9113, 3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the connection's first bytes are HTTP/2's preface (`Some(true)`) or begin
+/// anything else (`Some(false)`: HTTP/1.1), looking at them without taking them; `None`
+/// when it closes first. Bytes that so far begin the preface (`P`, which `POST` begins
+/// too) are looked at again a millisecond later, until they tell.
+async fn speaks_h2(stream: &tokio::net::TcpStream) -> Option<bool> {
+    let mut first = [0; PREFACE.len()];
+    loop {
+        let read = stream.peek(&mut first).await.ok()?;
+        if read == 0 {
+            return None;
+        }
+        if !PREFACE.starts_with(&first[..read]) {
+            return Some(false);
+        }
+        if read == PREFACE.len() {
+            return Some(true);
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
 
 /// Largest per-connection read buffer: caps memory per connection whatever a client sends.
 const MAX_BUF_SIZE: usize = 16 * 1024;
@@ -138,10 +158,9 @@ async fn serve_until(
     });
     let graceful = GracefulShutdown::new();
     // HTTP/1.1, and HTTP/2 with prior knowledge, on the same port: the first bytes of a
-    // connection tell which. A connection whose first bytes cannot begin HTTP/2's preface
-    // goes straight to hyper's HTTP/1.1 connection; the auto builder, which reads the
-    // first bytes itself and then serves through a rewinding wrapper, takes the rest
-    // (`scripts/load.py --bindings` and `--instructions` measure the loop).
+    // connection tell which, and each goes straight to hyper's connection for it (no
+    // rewinding wrapper around every read). `scripts/load.py --bindings`,
+    // `--instructions` and `--http2` measure the loop.
     // An answer's head and body go out in one buffer, one `write`: the kernel takes one
     // buffer for less than two (`writev`), 2–5% of the CPU per answer ("The HTTP/1.1
     // connection").
@@ -151,17 +170,10 @@ async fn serve_until(
         .header_read_timeout(limits.header_timeout)
         .writev(false)
         .max_buf_size(MAX_BUF_SIZE);
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        .writev(false)
-        .max_buf_size(MAX_BUF_SIZE);
     // HTTP/2 has no header timeout: a connection that stops answering pings within the
     // header timeout is closed instead.
-    builder
-        .http2()
+    let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    http2
         .timer(TokioTimer::new())
         .keep_alive_interval(limits.header_timeout)
         .keep_alive_timeout(limits.header_timeout)
@@ -187,26 +199,24 @@ async fn serve_until(
         let handler = service_fn(move |request: hyper::Request<Incoming>| {
             context.clone().answer(peer, request)
         });
-        let (http1, builder, watcher) = (http1.clone(), builder.clone(), graceful.watcher());
+        let (http1, http2, watcher) = (http1.clone(), http2.clone(), graceful.watcher());
         let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
             // The first bytes (which protocol?) within the header timeout: a client that
             // connects and sends nothing is dropped then, as HTTP/1.1's header timeout
             // does later on.
-            let mut first = [0; PREFACE.len()];
-            let read = match tokio::time::timeout(header_timeout, stream.peek(&mut first)).await {
-                Ok(Ok(read)) if read > 0 => read,
-                _ => return,
+            let Ok(Some(h2)) = tokio::time::timeout(header_timeout, speaks_h2(&stream)).await
+            else {
+                return;
             };
-            let ended = if PREFACE.starts_with(&first[..read]) {
+            let ended = if h2 {
                 watcher
-                    .watch(builder.serve_connection(TokioIo::new(stream), handler))
+                    .watch(http2.serve_connection(TokioIo::new(stream), handler))
                     .await
             } else {
                 watcher
                     .watch(http1.serve_connection(TokioIo::new(stream), handler))
                     .await
-                    .map_err(Into::into)
             };
             if let Err(error) = ended {
                 tracing::debug!(%error, %peer, "connection ended with an error");
