@@ -10,7 +10,7 @@ the same bytes) and beside a hand-written axum + sqlx server.
     python3 scripts/load.py --create-costs [--stores sqlite,postgres,mysql] [--books 1000] [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --versus [--stores sqlite,postgres,mysql] [--books 1000] [--rounds 3] [--seconds 5] [--push] [--cache-off] [--before OLD_BINARY]
     python3 scripts/load.py --cache-memory [--books 1000000]
-    python3 scripts/load.py --instructions [--stores memory,sqlite,postgres] [--workloads ping,list,304] [--seconds 5] [--before OLD_BINARY]
+    python3 scripts/load.py --instructions [--stores memory,sqlite,postgres,mysql] [--workloads ping,list,304] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --pooler [--rounds 3] [--seconds 5]
     python3 scripts/load.py --replicas [--stores postgres,mysql] [--rounds 3] [--seconds 5]
     python3 scripts/load.py --edge [--rounds 3] [--seconds 5]
@@ -93,6 +93,8 @@ def main():
     args = parser.parse_args()
     if args.replicas and args.stores == parser.get_default("stores"):
         args.stores = "postgres"
+    if args.instructions and args.stores == parser.get_default("stores"):
+        args.stores = "memory,sqlite,postgres,mysql"
     if args.failover and args.seconds == parser.get_default("seconds"):
         args.seconds = 60
     chosen = [run for flag, run in MODES.items() if getattr(args, flag)]
