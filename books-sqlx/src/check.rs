@@ -251,9 +251,14 @@ impl<DB: Driver> VersionCheck<DB> {
                 slot.conn = None;
                 Err(error).or_store_error()
             }
-            Err(elapsed) => {
+            Err(_) => {
+                // An I/O error, as a silent host is: the store looks for it again.
                 slot.conn = None;
-                Err(StoreError::unavailable(elapsed))
+                let silent = std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the version check did not finish in time",
+                );
+                Err(sqlx::Error::Io(silent)).or_store_error()
             }
         }
     }

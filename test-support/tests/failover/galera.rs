@@ -49,6 +49,7 @@ fn cluster() -> Galera {
     ignore = "Galera is not installed (.ci/install-clusters)"
 )]
 async fn galera_creates_are_read_back_exactly_on_another_node() {
+    let _one_at_a_time = super::one_at_a_time().await;
     let galera = cluster();
     let first = store(&galera, &[0, 1, 2]).await;
     let (author, _) = seeded(&first).await;
@@ -102,6 +103,7 @@ async fn galera_creates_are_read_back_exactly_on_another_node() {
     ignore = "Galera is not installed (.ci/install-clusters)"
 )]
 async fn galera_writes_go_on_when_the_first_node_is_killed() {
+    let _one_at_a_time = super::one_at_a_time().await;
     let mut galera = cluster();
     let store = store(&galera, &[0, 1, 2]).await;
     let seeded = seeded(&store).await;

@@ -7,7 +7,8 @@
 //! The load: writers creating books with an `Idempotency-Key` through the API (each 503
 //! sent again with the same key until it is answered), readers listing and getting; the
 //! checks: only 200, 201 and 503 (with `Retry-After`), every acknowledged book in the
-//! database once, no key's book twice, and writes answered again after the event.
+//! database once, no key's book twice, and writes answered again after the event. The
+//! tests run one at a time ([`one_at_a_time`]).
 
 mod galera;
 mod partition;
@@ -38,6 +39,13 @@ async fn call(
     let retry = response.headers().contains_key("retry-after");
     let json = serde_json::from_slice(response.body()).unwrap_or(Value::Null);
     (response.status().as_u16(), retry, json)
+}
+
+/// Held for the whole of each test: the clusters and loads are heavy and their bounds
+/// tight (seconds), so one runs at a time, on two cores, rather than starve another.
+async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static ONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    ONE.lock().await
 }
 
 /// The client of a load through `api`, in this process.

@@ -64,6 +64,7 @@ async fn cut_under_load(api: &BooksApi, seeded: (i64, i64), port: u16, run: &str
     ignore = "needs PostgreSQL's server tools (initdb) and nftables (.ci/install-clusters)"
 )]
 async fn postgres_cut_off_from_its_primary_answers_in_time_and_resumes() {
+    let _one_at_a_time = super::one_at_a_time().await;
     let cluster = started(Cluster::start(), "a private PostgreSQL server");
     let store = PostgresStore::connect_lazy(&cluster.primary().url()).expect("a URL");
     store.migrate().await.expect("migrated");
@@ -79,6 +80,7 @@ async fn postgres_cut_off_from_its_primary_answers_in_time_and_resumes() {
     ignore = "needs MariaDB's server tools (mariadbd) and nftables (.ci/install-clusters)"
 )]
 async fn mysql_cut_off_from_its_primary_answers_in_time_and_resumes() {
+    let _one_at_a_time = super::one_at_a_time().await;
     let server = started(MariaDb::primary(), "a private MariaDB server");
     assert!(server.sql("CREATE DATABASE books"), "database books");
     let store = MySqlStore::connect_lazy(&server.url("books")).expect("a URL");
@@ -101,6 +103,7 @@ async fn mysql_cut_off_from_its_primary_answers_in_time_and_resumes() {
     ignore = "needs Galera and nftables (.ci/install-clusters)"
 )]
 async fn galera_node_cut_off_from_the_others_leaves_the_primary_component() {
+    let _one_at_a_time = super::one_at_a_time().await;
     let galera = started(Galera::start(3), "a three-node Galera cluster");
     assert!(
         galera.sql(0, "CREATE DATABASE books").is_some(),

@@ -28,6 +28,7 @@ async fn formation() -> (PgAutoFailover, PostgresStore, BooksApi, (i64, i64)) {
     ignore = "pg_autoctl is not installed (.ci/install-clusters)"
 )]
 async fn a_planned_switchover_under_writes_loses_nothing_and_writes_resume() {
+    let _one_at_a_time = super::one_at_a_time().await;
     let (formation, store, api, seeded) = formation().await;
     let load = Load::start(vec![in_process(&api)], seeded, "switchover", 8, 2).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -96,6 +97,7 @@ async fn starts_and_creates(url: &str, author: i64) {
     ignore = "pg_autoctl is not installed (.ci/install-clusters)"
 )]
 async fn a_killed_primary_under_writes_loses_nothing_and_writes_resume() {
+    let _one_at_a_time = super::one_at_a_time().await;
     let (mut formation, store, api, seeded) = formation().await;
     let load = Load::start(vec![in_process(&api)], seeded, "killed", 8, 2).await;
     tokio::time::sleep(Duration::from_secs(2)).await;

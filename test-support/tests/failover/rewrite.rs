@@ -71,6 +71,7 @@ async fn acknowledge_lost(api: &BooksApi, author: i64) {
     ignore = "needs PostgreSQL's server tools (initdb)"
 )]
 async fn postgres_a_lossy_failover_is_never_served_from_the_old_history() {
+    let _one_at_a_time = super::one_at_a_time().await;
     let mut cluster = started(
         Cluster::start(),
         "a private PostgreSQL cluster (initdb, pg_ctl)",
@@ -133,6 +134,7 @@ async fn postgres_a_lossy_failover_is_never_served_from_the_old_history() {
     ignore = "needs MariaDB's server (mariadbd, mariadb-install-db)"
 )]
 async fn mariadb_a_lossy_failover_is_never_served_from_the_old_history() {
+    let _one_at_a_time = super::one_at_a_time().await;
     let mut primary = started(MariaDb::primary(), "a private MariaDB server");
     let replica = started(
         MariaDb::replica_of(&primary, Duration::ZERO),
