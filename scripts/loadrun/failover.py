@@ -11,7 +11,7 @@ status, the time from the event to a write committing on another node ("acceptin
 polled every 20 ms) and from then to the first 201, and the end check: acknowledged
 creates missing from the database, keys stored twice, read-backs that answered 404, and
 servers whose total disagrees with the database at the end. `--before OLD_BINARY` runs
-each event again with the old server on the first node's own URL (it takes no host list).
+each event again with an older server on the same URLs.
 Writes `target/load/failover.json` and draws `docs/charts/failover.svg` from it
 (`python3 scripts/loadrun/charts.py failover target/load/failover.json` draws it again).
 """
@@ -96,7 +96,7 @@ def reader(run, n, ports, book, halt):
         time.sleep(0.005)
 
 
-def one_run(binary, event, seconds, own_urls):
+def one_run(binary, event, seconds):
     """The load through `event` against `binary`; the run and its end check."""
     kind, command = EVENTS[event]
     cluster = subprocess.Popen([EXAMPLE, kind], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -108,7 +108,7 @@ def one_run(binary, event, seconds, own_urls):
     else:
         raise RuntimeError(f"the {kind} cluster did not start")
     servers = 2 if kind == "galera" else 1
-    chosen = urls[servers:] if own_urls else urls[:servers]
+    chosen = urls[:servers]
     ports = [18300 + i for i in range(servers)]
     procs = []
     try:
@@ -169,9 +169,9 @@ def failover(args):
     events = args.events.split(",") if args.events else list(EVENTS)
     results = []
     for event in events:
-        results.append(one_run(SERVER, event, args.seconds, own_urls=False))
+        results.append(one_run(SERVER, event, args.seconds))
         if args.before:
-            results.append(one_run(args.before, event, args.seconds, own_urls=True))
+            results.append(one_run(args.before, event, args.seconds))
     os.makedirs(os.path.join(ROOT, "target", "load"), exist_ok=True)
     with open(os.path.join(ROOT, "target", "load", "failover.json"), "w") as f:
         json.dump(results, f)
