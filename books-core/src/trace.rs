@@ -56,11 +56,11 @@ pub(crate) fn request_span(
         otel.name = %Name { method: &parts.method, route },
         otel.kind = "server",
         otel.status_code = Empty,
-        http.request.method = method_name(&parts.method),
+        http.request.method = %method_name(&parts.method),
         http.request.method_original = (method_name(&parts.method) == OTHER)
             .then(|| parts.method.as_str()),
         http.route = route.map(display),
-        url.scheme = parts.uri.scheme_str().unwrap_or(
+        url.scheme = %parts.uri.scheme_str().unwrap_or(
             if base_url.starts_with("https:") { "https" } else { "http" }
         ),
         url.path = parts.uri.path(),
