@@ -106,11 +106,15 @@ pub use version_triggers::VersionTriggers;
 pub const STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The longest the PostgreSQL and MariaDB stores wait for the primary to finish one
-/// piece of work (a statement, or a transaction with its retries) on their own pools:
-/// the database's own bound ([`STATEMENT_TIMEOUT`]) and a second for the network. Past
-/// it the request is "unavailable" (503) and the next one looks for the primary again:
-/// a server cut off by the network answers nothing, and this bound, not TCP's (many
-/// minutes), decides how long a request waits for it.
+/// piece of work on their own pools, counting the wait for a search and for a pooled
+/// connection (a statement, or a transaction with its retries): the database's own
+/// bound ([`STATEMENT_TIMEOUT`]) and a second. Past it the request is "unavailable"
+/// (503), and the host is taken as lost: its connections are dropped and the next
+/// request looks for the primary again. A server cut off by the network answers
+/// nothing, and this bound, not TCP's (many minutes), decides how long a request waits
+/// for it; a primary so busy that work overruns it is looked for again too. The cached
+/// pages' version check bounds itself: its own connection within [`ACQUIRE_TIMEOUT`],
+/// after any check already under way.
 pub const PRIMARY_TIMEOUT: std::time::Duration =
     STATEMENT_TIMEOUT.saturating_add(std::time::Duration::from_secs(1));
 

@@ -57,7 +57,8 @@ impl<DB: Networked> SqlStore<DB> {
         loop {
             match hosts.ready(&self.servers.pool).await {
                 Ok(()) => return Ok(()),
-                Err(why) if deadline.is_none_or(|d| std::time::Instant::now() >= d) => {
+                // No deadline (`within` past what a clock holds): wait for ever.
+                Err(why) if deadline.is_some_and(|d| std::time::Instant::now() >= d) => {
                     return Err(Error::NoPrimary {
                         wanted: hosts.attrs().name(),
                         why,

@@ -93,6 +93,22 @@ enum Search {
     Lost { again: Option<Instant> },
 }
 
+/// Puts a search that ends without finishing (its task panicked, or the runtime it ran
+/// on shut down) back to lost, and wakes its waiters: the next caller starts another,
+/// where "running" would answer every caller 503 for good.
+struct Unfinished<'a, DB: Networked>(&'a Hosts<DB>);
+
+impl<DB: Networked> Drop for Unfinished<'_, DB> {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        if matches!(state.search, Search::Running) {
+            state.search = Search::Lost { again: None };
+        }
+        drop(state);
+        self.0.searched.notify_waiters();
+    }
+}
+
 /// A primary pool's hosts, and which one it connects to.
 pub(crate) struct Hosts<DB: sqlx::Database> {
     hosts: Vec<Host<DB>>,
@@ -270,6 +286,7 @@ impl<DB: Networked> Hosts<DB> {
     /// first in order with the role as soon as every host before it has answered (or
     /// failed); points `pool` at it. Wakes every caller waiting when done.
     async fn find(self: Arc<Self>, pool: Pool<DB>) {
+        let unfinished = Unfinished(&self);
         let bound = self.bounds.probe;
         let mut findings: Vec<Option<Finding>> = vec![None; self.hosts.len()];
         let mut probes: FuturesUnordered<_> = self
@@ -318,6 +335,8 @@ impl<DB: Networked> Hosts<DB> {
             }
         }
         self.searched.notify_waiters();
+        // Finished: a search started since is not this one's to reset.
+        std::mem::forget(unfinished);
     }
 
     /// Logs that no host has the role, with what each said: at most once per

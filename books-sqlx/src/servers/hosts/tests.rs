@@ -373,6 +373,47 @@ async fn a_caller_waits_for_a_search_at_most_its_bound() {
     );
 }
 
+/// A search whose runtime shuts down mid-search (a store first used inside a runtime of
+/// its own, which then ends) leaves no search "running": the next caller starts another.
+#[test]
+fn a_search_cut_short_by_its_runtime_does_not_stop_the_next() {
+    let fakes = [FakeServer::start(Protocol::Postgres, Silent)];
+    let bounds = Bounds {
+        probe: Duration::from_secs(5),
+        wait: Duration::from_millis(100),
+        ..BOUNDS
+    };
+    let options = vec![Postgres::options(fakes[0].port())];
+    let hosts = Arc::new(Hosts::<Postgres>::with_bounds(options, ReadWrite, bounds));
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    };
+    let first = runtime();
+    let pool = {
+        let _entered = first.enter();
+        Postgres::lazy_pool(hosts.first())
+    };
+    assert_eq!(
+        first.block_on(hosts.ready(&pool)),
+        Err(Unready::Unreachable)
+    );
+    drop(first); // the search, still asking the silent host, ends with it
+    fakes[0].set(Primary);
+    runtime().block_on(async {
+        let started = Instant::now();
+        while hosts.ready(&pool).await.is_err() {
+            assert!(
+                started.elapsed() < Duration::from_secs(2),
+                "found within 2 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+}
+
 /// The store's own start: `wait_for_primary` names each host when none will do, and a
 /// URL whose first host is down or a standby starts on the one that takes writes.
 #[tokio::test]
