@@ -191,7 +191,7 @@ impl<DB: Networked> Servers<DB> {
             return outcome;
         };
         // Pinned where it is: the attempt (and its timer) hold a reference, not a copy.
-        // Moved into them, the version check's future was copied twice per check (6% of
+        // Moved into them, the version check's future was copied on every check (6% of
         // a cached page's instructions on PostgreSQL, `load.py --instructions`).
         let mut work = std::pin::pin!(work);
         // The wait for a search counts in the bound: a request is answered within it.
