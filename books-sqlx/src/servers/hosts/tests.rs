@@ -1,7 +1,9 @@
 //! The host search against fake servers (books-test-support's [`FakeServer`]): which
 //! host each `target_session_attrs` takes, in the URL's order whatever order the answers
 //! come in; what a search that finds none says of each host; role flips; callers that
-//! give up mid-search; callers that arrive together; the bounds of every wait.
+//! give up mid-search; callers that arrive together; the bounds of every wait; a search
+//! cut short by its runtime. One file: every case shares the fakes' setup above, and
+//! each reads alone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
