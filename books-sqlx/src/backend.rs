@@ -150,11 +150,9 @@ pub trait Engine: Driver {
     where
         Self: Backend;
 
-    /// A write transaction; `locking`: one that will check a book before writing it,
-    /// which SQLite makes hold the database's write lock from its start.
+    /// A write transaction (on SQLite, one that holds the write lock from its start).
     fn begin(
         store: &SqlStore<Self>,
-        locking: bool,
     ) -> impl Future<Output = Result<Transaction<'static, Self>, sqlx::Error>> + Send
     where
         Self: Backend;

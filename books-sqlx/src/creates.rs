@@ -22,7 +22,7 @@ impl<DB: Backend> CreateWriter for SqlStore<DB> {
         }
         let persistent = self.persistent();
         let created = DB::retried(self, || async {
-            let mut tx = DB::begin(self, false).await?;
+            let mut tx = DB::begin(self).await?;
             let created = insert_in::<DB>(&mut tx, &self.sql, persistent, new).await?;
             match created {
                 Ok(KeyedCreate::Created(_)) => tx.commit().await?,
@@ -39,7 +39,7 @@ impl<DB: Backend> CreateWriter for SqlStore<DB> {
     async fn create_all(&self, books: &[NewBook]) -> Result<Option<Vec<Created>>, sqlx::Error> {
         let persistent = self.persistent();
         DB::retried(self, || async {
-            let mut tx = DB::begin(self, false).await?;
+            let mut tx = DB::begin(self).await?;
             let rows = DB::insert_many(self, &mut tx, books).await?;
             let written = rows
                 .iter()

@@ -105,7 +105,7 @@ impl<DB: Backend> SqlStore<DB> {
     pub async fn upsert_author(&self, id: i64, name: Option<&str>) -> Result<(), StoreError> {
         let (sql, persistent) = (self.sql(), self.persistent());
         DB::retried(self, || async {
-            let mut tx = DB::begin(self, false).await?;
+            let mut tx = DB::begin(self).await?;
             let args = [Arg::Int(id), Arg::Name(name)];
             DB::rows(&mut tx, &sql.authors.upsert, &args, persistent).await?;
             if let Some(follow) = &sql.authors.ids_follow {

@@ -166,7 +166,7 @@ impl<DB: Backend> SqlStore<DB> {
     ) -> Result<Conditional<Option<Vec<DB::Row>>>, sqlx::Error> {
         let persistent = self.persistent();
         DB::retried(self, || async {
-            let mut tx = DB::begin(self, true).await?;
+            let mut tx = DB::begin(self).await?;
             let written = write_if::<DB>(
                 &mut tx,
                 &self.sql,

@@ -100,10 +100,7 @@ impl Engine for MySql {
         Servers::ready(store).await
     }
 
-    async fn begin(
-        store: &MySqlStore,
-        _locking: bool,
-    ) -> Result<Transaction<'static, MySql>, sqlx::Error> {
+    async fn begin(store: &MySqlStore) -> Result<Transaction<'static, MySql>, sqlx::Error> {
         store.servers.pool.begin().await
     }
 

@@ -103,10 +103,7 @@ impl Engine for Postgres {
         Servers::ready(store).await
     }
 
-    async fn begin(
-        store: &PostgresStore,
-        _locking: bool,
-    ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
+    async fn begin(store: &PostgresStore) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
         store.extra.session.begin(&store.servers.pool).await
     }
 

@@ -94,18 +94,13 @@ impl Engine for Sqlite {
         Sqlite::rows(&mut conn, statement, args, true).await
     }
 
-    /// A transaction that will check a book before it writes holds the database's write
-    /// lock from its start (`BEGIN IMMEDIATE`), so nothing changes the book, or its
-    /// author, before it ends.
-    async fn begin(
-        store: &SqliteStore,
-        locking: bool,
-    ) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
-        if locking {
-            store.servers.writer.begin_with("BEGIN IMMEDIATE").await
-        } else {
-            store.servers.writer.begin().await
-        }
+    /// Every write transaction holds the database's write lock from its start (`BEGIN
+    /// IMMEDIATE`): nothing changes a book it checks before it ends, and it never reads
+    /// before it takes the lock, so a writer in another process makes it wait (the busy
+    /// timeout) instead of failing at once with "database is locked" (`SQLITE_BUSY`
+    /// answers a deferred transaction that read first without waiting).
+    async fn begin(store: &SqliteStore) -> Result<Transaction<'static, Sqlite>, sqlx::Error> {
+        store.servers.writer.begin_with("BEGIN IMMEDIATE").await
     }
 
     /// One statement (the books as a JSON array, `json_each`), each time written as
