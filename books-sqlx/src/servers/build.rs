@@ -56,7 +56,7 @@ impl<DB: Networked> SqlStore<DB> {
         let deadline = std::time::Instant::now().checked_add(within);
         loop {
             match hosts.ready(&self.servers.pool).await {
-                Ok(()) => return Ok(()),
+                Ok(_) => return Ok(()),
                 // No deadline (`within` past what a clock holds): wait for ever.
                 Err(why) if deadline.is_some_and(|d| std::time::Instant::now() >= d) => {
                     return Err(Error::NoPrimary {

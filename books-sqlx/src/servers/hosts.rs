@@ -229,8 +229,9 @@ impl<DB: Networked> Hosts<DB> {
     /// Waits until the pool's host is known to have the role: at once when it is; else
     /// for a search (started here if none is under way) to find it, at most the search
     /// bound. Refused at once ([`Unready`]) within [`RETRY_AFTER`] of a search that
-    /// found none. Dropping the call leaves the search running.
-    pub(crate) async fn ready(self: &Arc<Self>, pool: &Pool<DB>) -> Result<(), Unready> {
+    /// found none. Dropping the call leaves the search running. Gives the generation
+    /// the caller works at, for [`lost`](Self::lost).
+    pub(crate) async fn ready(self: &Arc<Self>, pool: &Pool<DB>) -> Result<u64, Unready> {
         let deadline = Instant::now().checked_add(self.bounds.wait);
         loop {
             // Registered before the state is read: a search that ends in between wakes it.
@@ -238,7 +239,7 @@ impl<DB: Networked> Hosts<DB> {
             {
                 let mut state = self.lock();
                 match state.search {
-                    Search::Found => return Ok(()),
+                    Search::Found => return Ok(self.generation.now()),
                     Search::Lost { again: Some(again) } if Instant::now() < again => {
                         return Err(state.why.clone().unwrap_or(Unready::Unreachable));
                     }
@@ -258,12 +259,14 @@ impl<DB: Networked> Hosts<DB> {
         }
     }
 
-    /// The pool's host failed (or said it is of another role): every connection opened
-    /// to it so far is dropped, and the next request looks again. Nothing if a search
-    /// is under way or found none.
-    pub(crate) fn lost(&self) {
+    /// The pool's host failed (or said it is of another role) for a caller that worked
+    /// at generation `seen` ([`ready`](Self::ready)): every connection opened to it so
+    /// far is dropped, and the next request looks again. Nothing if a search is under
+    /// way or found none, or if the pool has moved on since `seen` (a request begun on
+    /// the host left, failing late, does not send the new one's pool searching).
+    pub(crate) fn lost(&self, seen: u64) {
         let mut state = self.lock();
-        if matches!(state.search, Search::Found) {
+        if matches!(state.search, Search::Found) && self.generation.now() == seen {
             let address = &self.hosts[state.host].address;
             tracing::warn!(
                 host = %address,

@@ -138,6 +138,7 @@ impl<DB: Networked> Servers<DB> {
     /// cluster's causality: a node evicting another still answers that it is ready).
     pub(crate) async fn ready(store: &SqlStore<DB>) -> Result<(), StoreError> {
         let servers = &store.servers;
+        let seen = servers.hosts.as_ref().map(|hosts| hosts.generation().now());
         let role = servers.primary(async {
             let mut conn = servers.pool.acquire().await.or_store_error()?;
             let role = DB::role(&mut conn).await.or_store_error()?;
@@ -151,8 +152,8 @@ impl<DB: Networked> Servers<DB> {
             .as_ref()
             .map_or(SessionAttrs::default(), |h| h.attrs());
         if !attrs.takes(role.await?, true) {
-            if let Some(hosts) = &servers.hosts {
-                hosts.lost();
+            if let (Some(hosts), Some(seen)) = (&servers.hosts, seen) {
+                hosts.lost(seen);
             }
             return Err(StoreError::unavailable(Unready::WrongRole(attrs.name())));
         }
@@ -194,16 +195,20 @@ impl<DB: Networked> Servers<DB> {
         // Moved into them, the version check's future was copied on every check (6% of
         // a cached page's instructions on PostgreSQL, `load.py --instructions`).
         let mut work = std::pin::pin!(work);
-        // The wait for a search counts in the bound: a request is answered within it.
+        // The wait for a search counts in the bound: a request is answered within it. A
+        // failure counts against the host the work began on (`seen`), not one found since.
+        let mut seen = None;
         let attempt = async {
-            hosts.ready(&self.pool).await?;
+            seen = Some(hosts.ready(&self.pool).await?);
             Ok::<_, Unready>(work.as_mut().await)
         };
         let attempted = match bound {
             Some(bound) => match tokio::time::timeout(bound, attempt).await {
                 Ok(attempted) => attempted,
                 Err(_) => {
-                    hosts.lost();
+                    if let Some(seen) = seen {
+                        hosts.lost(seen);
+                    }
                     return Err(E::timed_out());
                 }
             },
@@ -211,10 +216,10 @@ impl<DB: Networked> Servers<DB> {
         };
         let outcome = attempted.map_err(E::unready)?;
         books_core::trace::store_answered_by(DB::SYSTEM, "primary", hosts.current_server());
-        if let Err(error) = &outcome
+        if let (Err(error), Some(seen)) = (&outcome, seen)
             && error.driver().is_some_and(DB::lost)
         {
-            hosts.lost();
+            hosts.lost(seen);
         }
         outcome
     }

@@ -87,7 +87,12 @@ impl<DB: Fake> Setup<DB> {
     }
 
     async fn ready(&self) -> Result<(), Unready> {
-        self.hosts.ready(&self.pool).await
+        self.hosts.ready(&self.pool).await.map(drop)
+    }
+
+    /// The pool's host failed for a caller working now.
+    fn lost(&self) {
+        self.hosts.lost(self.hosts.generation().now());
     }
 
     /// The index of the fake the pool connects to.
@@ -234,7 +239,8 @@ async fn mysql_a_failed_search_says_what_each_host_was() {
 }
 
 /// A primary that becomes a standby while another is promoted: the pool moves there,
-/// and every connection opened before is stale (the version check's too).
+/// every connection opened before is stale (the version check's too), and a late
+/// failure of the host left does not move it again.
 #[tokio::test]
 async fn a_role_flip_moves_the_pool_and_drops_its_connections() {
     let setup = Setup::<Postgres>::new(&[Primary, Standby], ReadWrite);
@@ -248,7 +254,7 @@ async fn a_role_flip_moves_the_pool_and_drops_its_connections() {
     // Until a failure says so, the pool stays.
     setup.ready().await.unwrap();
     assert_eq!(setup.chosen(), 0);
-    setup.hosts.lost();
+    setup.lost();
     assert!(
         !setup.hosts.current(opened_before.elapsed()),
         "stale at once"
@@ -266,9 +272,17 @@ async fn a_role_flip_moves_the_pool_and_drops_its_connections() {
         setup.hosts.current(Duration::ZERO),
         "a new connection is current"
     );
+    // A failure of a request begun on the host left, coming in late, changes nothing:
+    // the new host's connections stay and no search starts.
+    let moved = setup.hosts.generation().now();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let opened_after = Instant::now();
+    setup.hosts.lost(generation);
+    assert!(setup.hosts.current(opened_after.elapsed()), "still current");
+    assert_eq!(setup.hosts.generation().now(), moved);
     // A second loss while the first search's result stands changes nothing twice.
-    setup.hosts.lost();
-    setup.hosts.lost();
+    setup.lost();
+    setup.lost();
     setup.ready().await.unwrap();
     assert_eq!(setup.chosen(), 1);
 }
@@ -281,7 +295,7 @@ async fn callers_that_give_up_do_not_stop_the_search<DB: Fake>() {
     let setup = Setup::<DB>::new(&[Primary, Silent, Silent, Standby], ReadWrite);
     setup.ready().await.unwrap();
     setup.fakes[0].set(Refuse);
-    setup.hosts.lost();
+    setup.lost();
     for _ in 0..4 {
         let gave_up = tokio::time::timeout(Duration::from_millis(30), setup.ready()).await;
         assert!(gave_up.is_err(), "the caller gave up mid-search");
