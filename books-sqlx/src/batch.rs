@@ -70,8 +70,10 @@ struct Waiting {
 }
 
 impl Creates {
-    /// Queues `book` and waits for the write that takes it; starts a writing task when
-    /// fewer than the store's [`WRITERS`](CreateWriter::WRITERS) run.
+    /// Queues `book` and waits for the write that takes it, at most
+    /// [`PRIMARY_TIMEOUT`](crate::PRIMARY_TIMEOUT) in all (past it: unavailable; a book
+    /// still queued then is not written, one whose write is under way may be); starts a
+    /// writing task when fewer than the store's [`WRITERS`](CreateWriter::WRITERS) run.
     pub(crate) async fn create<S: CreateWriter>(
         self: &Arc<Self>,
         store: &S,
@@ -88,9 +90,15 @@ impl Creates {
         if start {
             tokio::spawn(self.clone().write(store.clone()));
         }
-        created
-            .await
-            .unwrap_or_else(|_| Err(StoreError::unavailable("the write was abandoned")))
+        // Each write is bounded, but a create queued behind another waited for both.
+        match tokio::time::timeout(crate::PRIMARY_TIMEOUT, created).await {
+            Ok(created) => {
+                created.unwrap_or_else(|_| Err(StoreError::unavailable("the write was abandoned")))
+            }
+            Err(_) => Err(StoreError::unavailable(error::TimedOut(
+                crate::PRIMARY_TIMEOUT,
+            ))),
+        }
     }
 
     /// Writes batches until none is waiting.

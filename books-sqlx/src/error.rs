@@ -266,10 +266,9 @@ impl PrimaryError for StoreError {
 }
 
 /// The primary did not answer in time.
-#[cfg(any(feature = "postgres", feature = "mysql"))]
 #[derive(Debug, thiserror::Error)]
 #[error("the primary did not answer within {0:?}")]
-pub(crate) struct TimedOut(std::time::Duration);
+pub(crate) struct TimedOut(pub(crate) std::time::Duration);
 
 #[cfg(test)]
 mod tests {

@@ -114,7 +114,8 @@ pub const STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_sec
 /// nothing, and this bound, not TCP's (many minutes), decides how long a request waits
 /// for it; a primary so busy that work overruns it is looked for again too. The cached
 /// pages' version check bounds itself: its own connection within [`ACQUIRE_TIMEOUT`],
-/// after any check already under way.
+/// after any check already under way. A create waits at most this long in all, behind
+/// the creates written before it too (on SQLite as well).
 pub const PRIMARY_TIMEOUT: std::time::Duration =
     STATEMENT_TIMEOUT.saturating_add(std::time::Duration::from_secs(1));
 

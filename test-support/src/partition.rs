@@ -41,19 +41,21 @@ impl Cut {
         self
     }
 
-    /// Packets from the sockets of the user `uid` to `port` (a process of that user
-    /// cut off from the server there; others still reach it).
-    pub fn from_user_to(mut self, uid: u32, port: u16) -> Self {
-        self.rules
-            .push(format!("meta skuid {uid} tcp dport {port} drop"));
+    /// Packets to `port` from the sockets of the user `uid` outside the group `gid` (the
+    /// other processes of a cluster run as one user: the one in `gid` still reaches its
+    /// own server, everyone else of that user is cut off from it; other users are not).
+    pub fn to_port_from_user_outside(mut self, port: u16, uid: u32, gid: u32) -> Self {
+        self.rules.push(format!(
+            "meta skuid {uid} meta skgid != {gid} tcp dport {port} drop"
+        ));
         self
     }
 
-    /// Packets from the sockets of the user `uid` whose source port is `port` (the server
-    /// there answering, to anyone).
-    pub fn from_user_port(mut self, uid: u32, port: u16) -> Self {
+    /// Packets from the sockets of the group `gid` to `port` (a node's processes cut off
+    /// from the server there).
+    pub fn from_group_to(mut self, gid: u32, port: u16) -> Self {
         self.rules
-            .push(format!("meta skuid {uid} tcp sport {port} drop"));
+            .push(format!("meta skgid {gid} tcp dport {port} drop"));
         self
     }
 }

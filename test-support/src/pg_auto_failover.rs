@@ -4,7 +4,11 @@
 //!
 //! The monitor checks the nodes faster than by default (every second; a node is unhealthy
 //! after 3 s; a primary that does not answer is taken as demoted after 3 s), so a failover
-//! after a kill takes seconds, not the default ~50 s. `fsync` is off everywhere.
+//! after a kill takes seconds, not the default ~50 s. `fsync` is off everywhere, and a
+//! replication connection that hears nothing back ends after 5 s (not 60 s). Run as
+//! root, each node's processes have a group of their own, so that a [`Cut`] can part a
+//! node from the rest of the formation and leave it to its clients
+//! ([`cut_off`](PgAutoFailover::cut_off)).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -12,8 +16,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::{
-    as_postgres, free_port, left, on_path, output_within, pg_tool, psql, scratch, signal_group,
-    signal_process, wait_for_port, wait_until,
+    Cut, Partition, as_postgres, free_port, left, on_path, output_within, pg_tool, psql, root,
+    scratch, signal_group, signal_process, wait_for_port, wait_until,
 };
 
 /// The monitor's settings (pg_auto_failover's own knobs, reloaded): a failover in seconds.
@@ -29,6 +33,10 @@ const MONITOR_SETTINGS: [&str; 7] = [
 
 const LOOPBACK: &str = "127.0.0.1";
 
+/// Node `n`'s processes run with group `NODE_GROUPS + n` (as root; no such group need
+/// exist: nftables matches the number).
+const NODE_GROUPS: u32 = 61_000;
+
 /// One `pg_autoctl run` (the monitor or a node's keeper) and its PostgreSQL.
 #[derive(Debug)]
 struct Keeper {
@@ -36,6 +44,8 @@ struct Keeper {
     port: u16,
     /// `runuser`/`pg_autoctl`, leader of a process group that holds its PostgreSQL too.
     child: Option<Child>,
+    /// The group its processes run with (a node's, as root), for a [`Cut`] to match.
+    group: Option<u32>,
 }
 
 /// A pg_auto_failover formation of a test's own: a monitor and two PostgreSQL nodes (a
@@ -59,7 +69,7 @@ impl PgAutoFailover {
         let deadline = Instant::now() + Duration::from_secs(120);
         let mut formation = Self {
             dir: scratch("pg-auto-failover")?,
-            monitor: Keeper::new("monitor"),
+            monitor: Keeper::new("monitor", None),
             nodes: vec![],
         };
         let monitor = formation.create(&formation.monitor, &[])?;
@@ -80,9 +90,13 @@ impl PgAutoFailover {
         let single = wait_until(left(deadline), Duration::from_millis(200), || {
             formation.node_states() == [(first, "single".into(), "single".into())]
         });
-        let fast = ["ALTER SYSTEM SET fsync = off", "SELECT pg_reload_conf()"]
-            .iter()
-            .all(|sql| formation.sql(first, "postgres", sql).is_some());
+        let fast = [
+            "ALTER SYSTEM SET fsync = off",
+            "ALTER SYSTEM SET wal_sender_timeout = '5s'",
+            "SELECT pg_reload_conf()",
+        ]
+        .iter()
+        .all(|sql| formation.sql(first, "postgres", sql).is_some());
         if !(single && fast) {
             return None;
         }
@@ -264,6 +278,24 @@ impl PgAutoFailover {
         after
     }
 
+    /// Parts the node at `port` from the monitor and the other nodes, as a network
+    /// partition would, while clients of other users (the test's own, as root) still
+    /// reach it (a [`Cut`] by the node's group). A connection open across the cut stays
+    /// half open: the node's replication still sends (its WAL may reach the standby) and
+    /// hears nothing back, until `wal_sender_timeout` (5 s here) ends it. `None` unless
+    /// run as root with nftables.
+    pub fn cut_off(&self, port: u16) -> Option<Partition> {
+        let node = self.nodes.iter().find(|node| node.port == port)?;
+        let (group, postgres) = (node.group?, postgres_uid()?);
+        let mut cut = Cut::default()
+            .to_port_from_user_outside(port, postgres, group)
+            .from_group_to(group, self.monitor.port);
+        for other in self.nodes.iter().filter(|other| other.port != port) {
+            cut = cut.from_group_to(group, other.port);
+        }
+        Partition::start(&cut)
+    }
+
     /// Kills the primary's PostgreSQL and its keeper (`SIGKILL`), so it stays down and the
     /// monitor fails over to the standby; the killed node's port.
     pub fn kill_primary(&mut self) -> Option<u16> {
@@ -301,7 +333,8 @@ impl PgAutoFailover {
         if self.nodes[index].child.is_none() {
             let data = self.data(&self.nodes[index].name);
             let name = self.nodes[index].name.clone();
-            let Some(child) = self.spawn(&name, &["run", "--pgdata", &data]) else {
+            let group = self.nodes[index].group;
+            let Some(child) = self.spawn(&name, group, &["run", "--pgdata", &data]) else {
                 return false;
             };
             self.nodes[index].child = Some(child);
@@ -330,7 +363,9 @@ impl PgAutoFailover {
     /// Registers a new node with the monitor and runs its keeper (`pg_autoctl create
     /// postgres --run`): the first becomes the primary, the next its standby; its port.
     fn add_node(&mut self) -> Option<u16> {
-        let node = Keeper::new(&format!("node{}", self.nodes.len() + 1));
+        let n = self.nodes.len() + 1;
+        let group = root().then(|| NODE_GROUPS + n as u32);
+        let node = Keeper::new(&format!("node{n}"), group);
         let monitor = format!(
             "postgres://autoctl_node@{LOOPBACK}:{}/pg_auto_failover?sslmode=disable",
             self.monitor.port
@@ -373,7 +408,7 @@ impl PgAutoFailover {
         ]);
         args.extend(["--auth", "trust", "--no-ssl", "--run"]);
         args.extend(extra);
-        self.spawn(&keeper.name, &args)
+        self.spawn(&keeper.name, keeper.group, &args)
     }
 
     fn monitor_sql(&self, sql: &str) -> Option<String> {
@@ -392,7 +427,24 @@ impl PgAutoFailover {
     /// `pg_autoctl` as the `postgres` user, its configuration and state in the scratch
     /// directory (`XDG_*`), apart from any other formation's.
     fn autoctl(&self) -> Command {
-        let mut command = as_postgres(&on_path("env").unwrap_or_else(|| "/usr/bin/env".into()));
+        self.autoctl_in(None)
+    }
+
+    /// [`autoctl`](Self::autoctl) with `group` as its group (`setpriv`, which keeps
+    /// root's environment: `HOME` is the scratch directory then), if given.
+    fn autoctl_in(&self, group: Option<u32>) -> Command {
+        let env = on_path("env").unwrap_or_else(|| "/usr/bin/env".into());
+        let mut command = match group {
+            Some(group) => {
+                let mut command = Command::new("setpriv");
+                let group = format!("--regid={group}");
+                command.args(["--reuid=postgres", &group, "--clear-groups", "--"]);
+                command.arg(env);
+                command.arg(format!("HOME={}", self.dir.display()));
+                command
+            }
+            None => as_postgres(&env),
+        };
         for (variable, sub) in [("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "share")] {
             command.arg(format!("{variable}={}", self.dir.join(sub).display()));
         }
@@ -401,15 +453,16 @@ impl PgAutoFailover {
         command
     }
 
-    /// Spawns `pg_autoctl args` in a process group of its own, logging to `<name>.log`.
-    fn spawn(&self, name: &str, args: &[&str]) -> Option<Child> {
+    /// Spawns `pg_autoctl args` in a process group of its own (with `group`, if given),
+    /// logging to `<name>.log`.
+    fn spawn(&self, name: &str, group: Option<u32>, args: &[&str]) -> Option<Child> {
         use std::os::unix::process::CommandExt;
         let log = File::options()
             .create(true)
             .append(true)
             .open(self.dir.join(format!("{name}.log")))
             .ok()?;
-        self.autoctl()
+        self.autoctl_in(group)
             .args(args)
             .stdin(Stdio::null())
             .stdout(log.try_clone().ok()?)
@@ -421,11 +474,12 @@ impl PgAutoFailover {
 }
 
 impl Keeper {
-    fn new(name: &str) -> Self {
+    fn new(name: &str, group: Option<u32>) -> Self {
         Self {
             name: name.into(),
             port: free_port(),
             child: None,
+            group,
         }
     }
 }
@@ -508,4 +562,10 @@ fn kill_postgres(data: &str) {
         signal_process(&postmaster, "KILL");
         children.iter().for_each(|pid| signal_process(pid, "KILL"));
     }
+}
+
+/// The `postgres` user's id.
+fn postgres_uid() -> Option<u32> {
+    let id = Command::new("id").args(["-u", "postgres"]).output().ok()?;
+    String::from_utf8_lossy(&id.stdout).trim().parse().ok()
 }

@@ -1,6 +1,7 @@
 //! Partitions: the network between the server and its primary drops packets (it does
 //! not refuse them: connections open across the cut hang, new ones are never answered)
-//! for a while, then heals, under writers with keys and readers. Besides what every
+//! for a while, then heals, under writers with keys and readers; a Galera node and a
+//! pg_auto_failover primary parted from the rest of their cluster. Besides what every
 //! failover keeps (nothing acknowledged lost or stored twice, no read older than a write
 //! acknowledged before it began, only 200/201/503 with `Retry-After`): every answer comes
 //! within the store's bound while the primary is cut off, and writes resume within 2 s
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use books_core::{BooksApi, Config};
 use books_sqlx::{MySqlStore, PRIMARY_TIMEOUT, PostgresStore};
-use books_test_support::{Cluster, Cut, Galera, MariaDb, Partition, started};
+use books_test_support::{Cluster, Cut, Galera, MariaDb, Partition, PgAutoFailover, started};
 
 use super::{Load, Seen, in_process, nothing_lost_nothing_twice, seeded};
 
@@ -177,6 +178,68 @@ async fn galera_node_cut_off_from_the_others_leaves_the_primary_component() {
     );
     nothing_lost_nothing_twice(&store, &seen).await;
     drop(galera);
+}
+
+/// A pg_auto_failover primary parted from its monitor and its standby while the server
+/// still reaches it. Its commits wait for the standby that no longer answers (unseen by
+/// other sessions until then, so never read nor replayed for a key sent again); the
+/// monitor promotes the standby (after 3 s here, not the default 30 s); the old primary,
+/// having heard from neither for `network_partition_timeout` (20 s), demotes itself and
+/// stops. Until then the server sees two hosts that say they are the primary and keeps
+/// the first (as libpq would): writes are refused within the bound, reads go on. Then
+/// the server moves to the new primary and writes resume. (Before creates were bounded
+/// as a whole, a create queued behind a waiting one got no answer within 10 s.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(all(books_test_pg_auto_failover, books_test_nftables)),
+    ignore = "needs pg_autoctl and nftables (.ci/install-clusters)"
+)]
+async fn pg_auto_failover_primary_cut_off_from_its_monitor_and_standby() {
+    let _one_at_a_time = super::one_at_a_time().await;
+    let formation = started(PgAutoFailover::start(), "a pg_auto_failover formation");
+    assert!(formation.create_database("books"), "database books");
+    let store = PostgresStore::connect_lazy(&formation.url("books")).expect("a multi-host URL");
+    store.migrate().await.expect("migrated");
+    let seeded = seeded(&store).await;
+    let api = BooksApi::new(store.clone(), Config::default());
+    let load = Load::start(vec![in_process(&api)], seeded, "pgaf-cut", 6, 4).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let old = formation.primary_port().expect("a primary");
+    let cut = started(formation.cut_off(old), "an nftables cut (as root)");
+    let (formation, promoted, stopped) = tokio::task::spawn_blocking(move || {
+        let new = formation.wait_for_primary(Some(old), Duration::from_secs(60));
+        let promoted = Instant::now();
+        let stopped = wait_until(Duration::from_secs(60), || {
+            std::net::TcpStream::connect(("127.0.0.1", old)).is_err()
+        });
+        assert!(new.is_some(), "the standby promoted within 60 s");
+        assert!(stopped, "the old primary stopped within 60 s of that");
+        (formation, promoted, Instant::now())
+    })
+    .await
+    .expect("the failover");
+    let resumed = load.writes_resume(stopped, Duration::from_secs(5)).await;
+    eprintln!(
+        "pg_auto_failover cut: the standby promoted {:?} after the cut, the old primary \
+         stopped {:?} after that, the first create {resumed:?} after that",
+        promoted - cut.since,
+        stopped - promoted
+    );
+    assert!(cut.heal(), "the cut healed");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let seen = load.stop().await;
+    eprintln!(
+        "pg_auto_failover cut: {:?}, the longest wait {:?}",
+        seen.statuses(),
+        seen.longest()
+    );
+    assert!(
+        seen.longest() <= bound(),
+        "every answer within {:?}",
+        bound()
+    );
+    nothing_lost_nothing_twice(&store, &seen).await;
+    drop(formation);
 }
 
 /// Calls `done` every 100 ms until it holds or `within` has passed; whether it held.
