@@ -76,12 +76,16 @@ struct Setup<DB: Fake> {
 
 impl<DB: Fake> Setup<DB> {
     fn new(answers: &[Answer], attrs: SessionAttrs) -> Self {
+        Self::with_bounds(answers, attrs, BOUNDS)
+    }
+
+    fn with_bounds(answers: &[Answer], attrs: SessionAttrs, bounds: Bounds) -> Self {
         let fakes: Vec<FakeServer> = answers
             .iter()
             .map(|answer| FakeServer::start(DB::PROTOCOL, *answer))
             .collect();
         let options = fakes.iter().map(|fake| DB::options(fake.port())).collect();
-        let hosts = Arc::new(Hosts::<DB>::with_bounds(options, attrs, BOUNDS));
+        let hosts = Arc::new(Hosts::<DB>::with_bounds(options, attrs, bounds));
         let pool = DB::lazy_pool(hosts.first());
         Self { fakes, hosts, pool }
     }
@@ -371,17 +375,14 @@ async fn after_a_search_that_found_none_callers_are_refused_at_once() {
 /// A caller waits for a search at most its bound, even when the search takes longer.
 #[tokio::test]
 async fn a_caller_waits_for_a_search_at_most_its_bound() {
-    let fakes = [FakeServer::start(Protocol::Postgres, Silent)];
     let bounds = Bounds {
         probe: Duration::from_secs(5),
         wait: Duration::from_millis(150),
         ..BOUNDS
     };
-    let options = vec![Postgres::options(fakes[0].port())];
-    let hosts = Arc::new(Hosts::<Postgres>::with_bounds(options, ReadWrite, bounds));
-    let pool = Postgres::lazy_pool(hosts.first());
+    let setup = Setup::<Postgres>::with_bounds(&[Silent], ReadWrite, bounds);
     let started = Instant::now();
-    assert_eq!(hosts.ready(&pool).await, Err(Unready::Unreachable));
+    assert_eq!(setup.ready().await, Err(Unready::Unreachable));
     let waited = started.elapsed();
     assert!(
         waited >= bounds.wait && waited < bounds.wait * 3,
@@ -393,14 +394,11 @@ async fn a_caller_waits_for_a_search_at_most_its_bound() {
 /// its own, which then ends) leaves no search "running": the next caller starts another.
 #[test]
 fn a_search_cut_short_by_its_runtime_does_not_stop_the_next() {
-    let fakes = [FakeServer::start(Protocol::Postgres, Silent)];
     let bounds = Bounds {
         probe: Duration::from_secs(5),
         wait: Duration::from_millis(100),
         ..BOUNDS
     };
-    let options = vec![Postgres::options(fakes[0].port())];
-    let hosts = Arc::new(Hosts::<Postgres>::with_bounds(options, ReadWrite, bounds));
     let runtime = || {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -408,19 +406,16 @@ fn a_search_cut_short_by_its_runtime_does_not_stop_the_next() {
             .expect("a runtime")
     };
     let first = runtime();
-    let pool = {
+    let setup = {
         let _entered = first.enter();
-        Postgres::lazy_pool(hosts.first())
+        Setup::<Postgres>::with_bounds(&[Silent], ReadWrite, bounds)
     };
-    assert_eq!(
-        first.block_on(hosts.ready(&pool)),
-        Err(Unready::Unreachable)
-    );
+    assert_eq!(first.block_on(setup.ready()), Err(Unready::Unreachable));
     drop(first); // the search, still asking the silent host, ends with it
-    fakes[0].set(Primary);
+    setup.fakes[0].set(Primary);
     runtime().block_on(async {
         let started = Instant::now();
-        while hosts.ready(&pool).await.is_err() {
+        while setup.ready().await.is_err() {
             assert!(
                 started.elapsed() < Duration::from_secs(2),
                 "found within 2 s"
