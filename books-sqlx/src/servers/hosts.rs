@@ -16,7 +16,7 @@
 //! (`before_acquire`, `after_release`): one that hangs on a dead network path is never
 //! pinged, and the version check's own connection goes too (the [`Generation`]).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -109,6 +109,15 @@ impl<DB: Networked> Drop for Unfinished<'_, DB> {
     }
 }
 
+/// Ends a [`check`](Hosts::check), however its task ends.
+struct Checked<'a>(&'a AtomicBool);
+
+impl Drop for Checked<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 /// A primary pool's hosts, and which one it connects to.
 pub(crate) struct Hosts<DB: sqlx::Database> {
     hosts: Vec<Host<DB>>,
@@ -124,6 +133,8 @@ pub(crate) struct Hosts<DB: sqlx::Database> {
     epoch: Instant,
     /// "No primary" warnings (every failed search) at most once per [`WARN_EVERY`].
     none_found: LogThrottle,
+    /// Whether the pool's host is being asked its role after a pool timeout.
+    checking: AtomicBool,
 }
 
 impl<DB: sqlx::Database> std::fmt::Debug for Hosts<DB> {
@@ -182,6 +193,7 @@ impl<DB: Networked> Hosts<DB> {
             stale_before: AtomicU64::new(0),
             epoch: Instant::now(),
             none_found: LogThrottle::new(WARN_EVERY),
+            checking: AtomicBool::new(false),
         }
     }
 
@@ -275,6 +287,32 @@ impl<DB: Networked> Hosts<DB> {
             state.search = Search::Lost { again: None };
             self.connections_stale();
         }
+    }
+
+    /// No pooled connection came in time for a caller that worked at generation `seen`:
+    /// a busy pool, or a host that no longer answers (a connection to a host cut off
+    /// hangs, and the pool's timeout comes before the primary's bound). The pool's host is
+    /// asked its role on a connection of its own, one such check at a time, and taken as
+    /// [`lost`](Self::lost) if it does not answer or has another role (a server that
+    /// refuses the login, too many clients say, is there: kept).
+    pub(crate) fn check(self: &Arc<Self>, seen: u64) {
+        if self.checking.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let hosts = self.clone();
+        tokio::spawn(async move {
+            let _done = Checked(&hosts.checking);
+            let host = &hosts.hosts[hosts.current.load(Ordering::Relaxed)];
+            let finding = probe::<DB>(&host.options, hosts.bounds.probe).await;
+            let gone = match finding {
+                Finding::Role(role) => !hosts.attrs.takes(role, true),
+                Finding::Refused | Finding::TimedOut => true,
+                Finding::LoginRefused(_) | Finding::Failed(_) => false,
+            };
+            if gone {
+                hosts.lost(seen);
+            }
+        });
     }
 
     /// What each host said in the last search, in order (`a:1 refused the connection;

@@ -169,7 +169,8 @@ impl<DB: Networked> Servers<DB> {
     /// once while it is; a request that finds it lost waits for a search, at most
     /// briefly, or is refused at once after one that found none), the wait and the work
     /// within [`PRIMARY_TIMEOUT`]. A failure that says the host is gone or of another
-    /// role, or no answer in time, sends the next request looking for it.
+    /// role, or no answer in time, sends the next request looking for it; no pooled
+    /// connection in time has the host asked its role.
     pub(crate) async fn primary<T, E: PrimaryError>(
         &self,
         work: impl Future<Output = Result<T, E>>,
@@ -216,10 +217,12 @@ impl<DB: Networked> Servers<DB> {
         };
         let outcome = attempted.map_err(E::unready)?;
         books_core::trace::store_answered_by(DB::SYSTEM, "primary", hosts.current_server());
-        if let (Err(error), Some(seen)) = (&outcome, seen)
-            && error.driver().is_some_and(DB::lost)
-        {
-            hosts.lost(seen);
+        if let (Err(error), Some(seen)) = (&outcome, seen) {
+            match error.driver() {
+                Some(error) if DB::lost(error) => hosts.lost(seen),
+                Some(sqlx::Error::PoolTimedOut) => hosts.check(seen),
+                _ => {}
+            }
         }
         outcome
     }

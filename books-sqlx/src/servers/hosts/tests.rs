@@ -2,7 +2,7 @@
 //! host each `target_session_attrs` takes, in the URL's order whatever order the answers
 //! come in; what a search that finds none says of each host; role flips; callers that
 //! give up mid-search; callers that arrive together; the bounds of every wait; a search
-//! cut short by its runtime. One file: every case shares the fakes' setup above, and
+//! cut short by its runtime; a pool timeout. One file: every case shares the fakes' setup above, and
 //! each reads alone.
 
 use std::sync::Arc;
@@ -423,6 +423,45 @@ fn a_search_cut_short_by_its_runtime_does_not_stop_the_next() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     });
+}
+
+/// A request that gets no pooled connection in time (the pool's host accepts and never
+/// answers) has the host asked its role on a connection of its own; it does not answer,
+/// so the next request looks again and the pool moves to the new primary. (Only work
+/// that overran `PRIMARY_TIMEOUT` did that: the pool's timeout comes first, and a
+/// process without a version check answered 503 for good.)
+#[tokio::test]
+async fn a_pool_timeout_has_the_host_asked_its_role() {
+    let fakes = [
+        FakeServer::start(Protocol::Postgres, Primary),
+        FakeServer::start(Protocol::Postgres, Standby),
+    ];
+    let url = format!(
+        "postgres://books@{},{}/books",
+        fakes[0].address(),
+        fakes[1].address()
+    );
+    let store = crate::PostgresStore::connect_lazy(&url).unwrap();
+    store.wait_for_primary(Duration::ZERO).await.unwrap();
+    fakes[0].set(Silent);
+    fakes[1].set(Primary);
+    let failed = books_core::store::AuthorStore::add_author(&store, Some("A")).await;
+    assert!(
+        matches!(failed, Err(books_core::store::StoreError::Unavailable(_))),
+        "{failed:?}"
+    );
+    let timed_out = Instant::now();
+    loop {
+        let _ = store.wait_for_primary(Duration::ZERO).await;
+        if store.pool().connect_options().get_port() == fakes[1].port() {
+            break;
+        }
+        assert!(
+            timed_out.elapsed() < Duration::from_secs(3),
+            "moved within 3 s of the pool's timeout"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The store's own start: `wait_for_primary` names each host when none will do, and a
