@@ -9,6 +9,7 @@
 
 use std::time::{Duration, Instant};
 
+use books_core::store::BookStore;
 use books_core::{BooksApi, Config};
 use books_sqlx::{MySqlStore, PRIMARY_TIMEOUT, PostgresStore};
 use books_test_support::{Cluster, Cut, Galera, MariaDb, Partition, PgAutoFailover, started};
@@ -164,19 +165,7 @@ async fn galera_node_cut_off_from_the_others_leaves_the_primary_component() {
     })
     .await
     .expect("the rejoin");
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let seen = load.stop().await;
-    eprintln!(
-        "galera cut: {:?}, the longest wait {:?}",
-        seen.statuses(),
-        seen.longest()
-    );
-    assert!(
-        seen.longest() <= bound(),
-        "every answer within {:?}",
-        bound()
-    );
-    nothing_lost_nothing_twice(&store, &seen).await;
+    stop_and_check(load, &store, "galera cut").await;
     drop(galera);
 }
 
@@ -226,20 +215,19 @@ async fn pg_auto_failover_primary_cut_off_from_its_monitor_and_standby() {
         stopped - promoted
     );
     assert!(cut.heal(), "the cut healed");
+    stop_and_check(load, &store, "pg_auto_failover cut").await;
+    drop(formation);
+}
+
+/// Stops `load` a second on and checks what it saw: every answer within [`bound`],
+/// every acknowledged create in `store` once.
+async fn stop_and_check(load: Load, store: &impl BookStore, run: &str) {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let seen = load.stop().await;
-    eprintln!(
-        "pg_auto_failover cut: {:?}, the longest wait {:?}",
-        seen.statuses(),
-        seen.longest()
-    );
-    assert!(
-        seen.longest() <= bound(),
-        "every answer within {:?}",
-        bound()
-    );
-    nothing_lost_nothing_twice(&store, &seen).await;
-    drop(formation);
+    let longest = seen.longest();
+    eprintln!("{run}: {:?}, the longest wait {longest:?}", seen.statuses());
+    assert!(longest <= bound(), "every answer within {:?}", bound());
+    nothing_lost_nothing_twice(store, &seen).await;
 }
 
 /// Calls `done` every 100 ms until it holds or `within` has passed; whether it held.
