@@ -42,7 +42,8 @@ const NODE_GROUPS: u32 = 61_000;
 struct Keeper {
     name: String,
     port: u16,
-    /// `runuser`/`pg_autoctl`, leader of a process group that holds its PostgreSQL too.
+    /// `runuser` or `setpriv`, then `pg_autoctl`: leader of a process group that holds its
+    /// PostgreSQL too.
     child: Option<Child>,
     /// The group its processes run with (a node's, as root), for a [`Cut`] to match.
     group: Option<u32>,
