@@ -17,6 +17,7 @@ pub mod history;
 mod mariadb;
 mod partition;
 mod pg_auto_failover;
+mod pg_processes;
 mod pgbouncer;
 
 pub use cluster::{Cluster, Node};

@@ -9,12 +9,17 @@
 //! root, each node's processes have a group of their own, so that a [`Cut`] can part a
 //! node from the rest of the formation and leave it to its clients
 //! ([`cut_off`](PgAutoFailover::cut_off)).
+//!
+//! One file of about 500 lines: the formation's start, what it reports and the faults a
+//! test makes (switchover, kill, restart, cut) all work on the same keepers and scratch
+//! directory; the processes by data directory are in `pg_processes`.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::pg_processes::{children_of, kill_postgres, postmaster_pid, remove_segment};
 use crate::{
     Cut, Partition, as_postgres, free_port, left, on_path, output_within, pg_tool, psql, root,
     scratch, signal_group, signal_process, wait_for_port, wait_until,
@@ -515,53 +520,6 @@ impl Drop for PgAutoFailover {
         data.iter().for_each(|data| kill_postgres(data));
         data.iter().for_each(|data| remove_segment(data));
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// The PID of the running postmaster of the data directory `data` (checked against its
-/// command line: a stale `postmaster.pid` may name another process).
-fn postmaster_pid(data: &str) -> Option<String> {
-    let pid = std::fs::read_to_string(Path::new(data).join("postmaster.pid")).ok()?;
-    let pid = pid.lines().next()?.trim().to_owned();
-    let command = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let ours = String::from_utf8_lossy(&command).contains(&format!("-D\0{data}\0"));
-    ours.then_some(pid)
-}
-
-/// The PIDs of the processes whose parent is `parent` (from `/proc`).
-fn children_of(parent: &str) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return vec![];
-    };
-    let child = |name: String| {
-        let stat = std::fs::read_to_string(format!("/proc/{name}/stat")).ok()?;
-        // After the command name: the state, then the parent's PID.
-        let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?;
-        (ppid == parent).then_some(name)
-    };
-    let names = entries.filter_map(|entry| entry.ok()?.file_name().into_string().ok());
-    names.filter_map(child).collect()
-}
-
-/// Removes the (small) System V shared memory segment a killed postmaster of `data` left
-/// behind: the one keyed in its `postmaster.pid`, which a clean stop removes.
-fn remove_segment(data: &str) {
-    let pid_file = std::fs::read_to_string(Path::new(data).join("postmaster.pid"));
-    let key = |file: String| Some(file.lines().nth(6)?.split_whitespace().next()?.to_owned());
-    if let Some(key) = pid_file.ok().and_then(key).filter(|key| key != "0") {
-        let mut ipcrm = Command::new("ipcrm");
-        let _ = output_within(ipcrm.args(["-M", &key]), Duration::from_secs(5));
-    }
-}
-
-/// Kills (`SIGKILL`) the postmaster of `data` and every process it started: a backend
-/// outlives its postmaster a moment, and a frozen WAL sender would hold its shared memory
-/// (and stop it from starting again) for good.
-fn kill_postgres(data: &str) {
-    if let Some(postmaster) = postmaster_pid(data) {
-        let children = children_of(&postmaster);
-        signal_process(&postmaster, "KILL");
-        children.iter().for_each(|pid| signal_process(pid, "KILL"));
     }
 }
 

@@ -2,8 +2,9 @@
 //! host each `target_session_attrs` takes, in the URL's order whatever order the answers
 //! come in; what a search that finds none says of each host; role flips; callers that
 //! give up mid-search; callers that arrive together; the bounds of every wait; a search
-//! cut short by its runtime; a pool timeout. One file: every case shares the fakes' setup above, and
-//! each reads alone.
+//! cut short by its runtime; a pool timeout; a store's start. One file (about 500
+//! lines): every case shares the fakes' setup at its top, each reads alone, and split by
+//! concern the parts would each import that setup for a few cases.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -436,12 +437,7 @@ async fn a_pool_timeout_has_the_host_asked_its_role() {
         FakeServer::start(Protocol::Postgres, Primary),
         FakeServer::start(Protocol::Postgres, Standby),
     ];
-    let url = format!(
-        "postgres://books@{},{}/books",
-        fakes[0].address(),
-        fakes[1].address()
-    );
-    let store = crate::PostgresStore::connect_lazy(&url).unwrap();
+    let store = crate::PostgresStore::connect_lazy(&url_of(&fakes)).unwrap();
     store.wait_for_primary(Duration::ZERO).await.unwrap();
     fakes[0].set(Silent);
     fakes[1].set(Primary);
@@ -473,12 +469,7 @@ async fn a_store_starts_on_whichever_host_is_the_primary() {
         FakeServer::start(Protocol::Postgres, Standby),
         FakeServer::start(Protocol::Postgres, Standby),
     ];
-    let url = format!(
-        "postgres://books@{},{},{}/books",
-        fakes[0].address(),
-        fakes[1].address(),
-        fakes[2].address()
-    );
+    let url = url_of(&fakes);
     let store = crate::PostgresStore::connect_lazy(&url).unwrap();
     let error = store.wait_for_primary(Duration::ZERO).await.unwrap_err();
     let message = error.to_string();
@@ -493,4 +484,10 @@ async fn a_store_starts_on_whichever_host_is_the_primary() {
     assert_eq!(store.pool().connect_options().get_port(), fakes[2].port());
     // Connecting eagerly does the same.
     assert!(crate::PostgresStore::connect(&url).await.is_ok());
+}
+
+/// A PostgreSQL URL naming `fakes` in order, as a store's configuration would.
+fn url_of(fakes: &[FakeServer]) -> String {
+    let hosts: Vec<String> = fakes.iter().map(FakeServer::address).collect();
+    format!("postgres://books@{}/books", hosts.join(","))
 }
