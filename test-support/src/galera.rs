@@ -86,18 +86,41 @@ impl Galera {
                 .status()
                 .is_ok_and(|s| s.success());
         let installed = output_within(&mut install, Duration::from_secs(60)).is_some();
-        if !(owned && installed && cluster.spawn(0, true)) {
-            return None;
+        if !(owned && installed) {
+            return cluster.failed("mariadb-install-db failed");
+        }
+        if !cluster.spawn(0, true) {
+            return cluster.failed("the first node did not listen");
         }
         let bootstrapped = cluster.wait_synced(0, left(deadline))
             && cluster
                 .sql(0, "CREATE DATABASE IF NOT EXISTS test")
                 .is_some();
-        if !(bootstrapped && (1..nodes).all(|index| cluster.spawn(index, false))) {
-            return None;
+        if !bootstrapped {
+            return cluster.failed("the first node did not bootstrap");
         }
-        let joined = (0..nodes).all(|index| cluster.wait_synced(index, left(deadline)));
-        joined.then_some(cluster)
+        if let Some(index) = (1..nodes).find(|&index| !cluster.spawn(index, false)) {
+            return cluster.failed(&format!("node {index} did not listen"));
+        }
+        match (0..nodes).find(|&index| !cluster.wait_synced(index, left(deadline))) {
+            Some(index) => cluster.failed(&format!("node {index} was not synced in time")),
+            None => Some(cluster),
+        }
+    }
+
+    /// Says on stderr why a start failed, with the end of each node's error log (the
+    /// scratch directory goes with the cluster); `None`.
+    fn failed(self, why: &str) -> Option<Self> {
+        eprintln!("Galera: a start failed: {why}");
+        for index in 0..self.members.len() {
+            let log = self.dir.join(format!("node{index}.log"));
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(30)..];
+            eprintln!("--- node {index}, the end of {}:", log.display());
+            tail.iter().for_each(|line| eprintln!("{line}"));
+        }
+        None
     }
 
     /// The URL of `database` on every node, as user `root`
