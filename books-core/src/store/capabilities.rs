@@ -19,9 +19,21 @@ use super::{BookStore, ConditionalWrites, IdempotentCreates, ListQueries, Versio
 /// # }
 /// ```
 ///
-/// The type is the store's own: a wrapper around another store cannot hand on the inner
-/// store's capabilities (which would send every tier's calls past the wrapper); it names
-/// its own, and implements each tier it names.
+/// **To wrap a store generically, use [`Hooked`](super::Hooked)**: its capabilities are
+/// the inner store's, every tier's calls through the wrapper's hook, with no per-tier
+/// code, so a generic wrapper cannot drop a tier.
+///
+/// What is checked, and when:
+/// - at compile time, that a store names only tiers it implements itself, and that a
+///   hand-written wrapper cannot hand on its inner store's capabilities (which would send
+///   every tier's calls past the wrapper): it names its own, and implements each;
+/// - at compile time, in the conformance suite, that a store names exactly the tiers its
+///   tests list (`capabilities_are_the_tiers_tested`);
+/// - never, that a hand-written wrapper names every tier it could: one that returns
+///   `Capabilities::of(self)` serves the data tier alone (the API then answers 501 where
+///   a tier is needed, and [`BooksApi::tiers`](crate::BooksApi::tiers) says which it
+///   serves). Rust cannot ask, without specialization, which traits a generic type
+///   implements; [`Hooked`](super::Hooked) is the wrapper that cannot forget.
 ///
 /// ```compile_fail,E0308
 /// # use std::sync::Arc;
@@ -151,6 +163,12 @@ impl<S: BookStore> Capabilities<S> {
     /// Which tiers these are, by name.
     pub fn tiers(&self) -> Tiers {
         self.tiers.names()
+    }
+
+    /// `store`'s capabilities as these handles (a [`Hooked`](super::Hooked) store's: its
+    /// inner store's tiers, each hooked).
+    pub(super) fn settled_as(store: Arc<S>, tiers: StoreTiers) -> Self {
+        Self { store, tiers }
     }
 
     /// The API's handles on the store and each of its tiers.

@@ -22,6 +22,9 @@
 //! feature `testing`). `docs/stores.md` in the repository walks through a store over a
 //! host's existing tables, and through adding the versions tier to it.
 //!
+//! [`Hooked`] wraps any store generically (timing, logging, counting its calls) and keeps
+//! every tier it has; see [`Capabilities`] for what is checked at compile time.
+//!
 //! [`SharedCheck`] is the one way the API shares a version check between the requests
 //! that arrive together; a store may use it for reads of its own that are shared the same
 //! way (the PostgreSQL store does, for its primary's WAL position).
@@ -29,6 +32,7 @@
 mod capabilities;
 mod conditional_writes;
 mod data;
+mod hooked;
 mod idempotent_creates;
 mod list_query;
 mod shared_check;
@@ -38,6 +42,7 @@ pub(crate) use capabilities::StoreTiers;
 pub use capabilities::{Capabilities, Tiers};
 pub use conditional_writes::{Conditional, ConditionalWrites, Precondition};
 pub use data::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError, Unready};
+pub use hooked::{Hooked, StoreCall, StoreFuture, StoreHook};
 pub use idempotent_creates::{
     IdempotencyKey, IdempotencyRecord, IdempotentCreates, KeyedCreate, RenderAnswer, StoredAnswer,
 };

@@ -21,11 +21,13 @@ use crate::api::BooksApi;
 use crate::config::Config;
 use crate::store::{AuthorStore, BookStore, Tiers};
 
+mod counting_hook;
 pub mod http_cases;
 mod macros;
 pub mod store_cases;
 mod xml_tree;
 
+pub use counting_hook::CountingHook;
 pub use store_cases::{SeedAuthors, ThroughStore};
 pub use xml_tree::XmlNode;
 

@@ -292,6 +292,7 @@ async fn host_sql(host: &PgPool, schema: &str, sql: &str, author: i64) {
 mod batching;
 mod exactness;
 mod faults;
+mod hooked;
 mod host_tables;
 mod migrations;
 mod pooler;
