@@ -71,7 +71,9 @@ pub mod trace;
 mod validate;
 mod xml;
 
-#[cfg(feature = "testing")]
+// Documented always (`doc`), so that a host's `cargo doc` shows the suites it tests
+// with; compiled for use with the feature only.
+#[cfg(any(feature = "testing", doc))]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 

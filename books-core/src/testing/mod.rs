@@ -7,7 +7,9 @@
 //!   through any [`Harness`]: `handle()` in process, a framework binding, or real sockets.
 //!
 //! Each macro expands to one `#[tokio::test]` per case, so the caller needs `tokio`
-//! (features `macros`, `rt-multi-thread`) among its dev-dependencies.
+//! (features `macros`, `rt-multi-thread`) among its dev-dependencies, beside
+//! `books-core = { version = "…", features = ["testing"] }`. The module is always in the
+//! documentation (a host's own `cargo doc` shows it) and compiled only with the feature.
 
 use std::future::Future;
 use std::sync::Arc;
