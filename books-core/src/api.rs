@@ -187,7 +187,12 @@ impl BooksApi {
             // The server span, named by the method and the route template, with
             // OpenTelemetry's HTTP fields (`crate::trace`).
             let config = &api.inner.config;
-            let span = trace::request_span(&parts, &id, config.prefix(), config.base_url(), route);
+            let request =
+                trace::SpanRequest::new(&parts, &id, config.prefix(), config.base_url(), route);
+            let span = match config.request_span_maker() {
+                Some(make) => make.make_span(&request),
+                None => request.default_span(),
+            };
             let respond = api.respond(&parts, routed, body, &id);
             // A span no subscriber wants is not entered around every poll.
             let mut response = if span.is_disabled() {

@@ -6,6 +6,7 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::trace::{MakeRequestSpan, SpanMaker};
 use chrono::{DateTime, SubsecRound, Utc};
 use http::HeaderValue;
 
@@ -155,6 +156,7 @@ pub struct Config {
     require_if_match: bool,
     idempotency_ttl: Duration,
     clock: Arc<dyn Clock>,
+    request_span: Option<SpanMaker>,
 }
 
 impl Default for Config {
@@ -180,6 +182,7 @@ impl Default for Config {
             require_if_match: false,
             idempotency_ttl: Duration::from_secs(24 * 60 * 60),
             clock: Arc::new(SystemClock),
+            request_span: None,
         }
     }
 }
@@ -295,6 +298,20 @@ impl Config {
     pub fn with_idempotency_ttl(mut self, ttl: Duration) -> Self {
         self.idempotency_ttl = ttl;
         self
+    }
+
+    /// Makes each request's server span with `make` in place of the core's own `request`
+    /// span (as tower-http's `MakeSpan`): a level and fields of the host's
+    /// ([`MakeRequestSpan`](crate::trace::MakeRequestSpan) says what the core records on
+    /// it).
+    pub fn with_request_span(mut self, make: impl MakeRequestSpan) -> Self {
+        self.request_span = Some(SpanMaker(Arc::new(make)));
+        self
+    }
+
+    /// The host's maker of server spans, if it gave one.
+    pub(crate) fn request_span_maker(&self) -> Option<&dyn MakeRequestSpan> {
+        self.request_span.as_ref().map(|maker| &*maker.0)
     }
 
     /// Replaces the clock (tests pin the date with [`ManualClock`]).

@@ -13,9 +13,14 @@
 //! | `idempotency` | internal | a create with `Idempotency-Key`: `books.idempotency.outcome` (`stored`, `replayed`, `conflict`, `mismatch`) |
 //! | `if_match` | internal | a conditional update or delete: `books.if_match.outcome` (`done`, `refused`) |
 //!
+//! A host makes the server span itself, at its own level and with fields of its own, with
+//! a [`MakeRequestSpan`].
+//!
 //! The request's parent is whatever span or OpenTelemetry context is current where the
 //! binding polls [`BooksApi::handle`](crate::BooksApi::handle): a host that extracts a
 //! `traceparent` (books-hyper does, when asked) makes it current around the call.
+
+mod make_span;
 
 use std::fmt;
 
@@ -26,6 +31,9 @@ use tracing::{Instrument as _, Span};
 
 use crate::request_id::RequestId;
 use crate::store::Conditional;
+
+pub(crate) use make_span::SpanMaker;
+pub use make_span::{MakeRequestSpan, SpanRequest};
 
 /// The label of requests no route matched (their span's route, their metrics' `route`).
 pub(crate) const UNMATCHED: &str = "unmatched";
@@ -39,7 +47,7 @@ fn wanted() -> bool {
 
 /// The server span of one request routed to `route` (relative to `prefix`), served
 /// under `base_url` (whose scheme stands for the request's when it names none).
-pub(crate) fn request_span(
+fn request_span(
     parts: &http::request::Parts,
     id: &RequestId,
     prefix: &str,
