@@ -35,6 +35,7 @@ pub use store::Store;
 pub use telemetry::{SPANS_DROPPED, TraceError, Traces};
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 
 use books_core::BooksApi;
 
@@ -81,7 +82,18 @@ pub enum Error {
 /// Opens the store `options` name, migrates it, loads the demo data into an empty one,
 /// and builds the API for a server listening on `local`; the store comes back too (for
 /// its pool metrics).
-pub async fn build_api(options: &Options, local: SocketAddr) -> Result<(BooksApi, Store), Error> {
+///
+/// The future is boxed here, so that the stores' code it runs is compiled in this crate
+/// and not again in the binary's (the first build's last step; `cargo build --timings`).
+pub fn build_api(options: &Options, local: SocketAddr) -> Building<'_> {
+    Box::pin(open_and_build(options, local))
+}
+
+/// The future [`build_api`] returns.
+pub type Building<'a> = Pin<Box<dyn Future<Output = Result<(BooksApi, Store), Error>> + Send + 'a>>;
+
+/// [`build_api`]'s work.
+async fn open_and_build(options: &Options, local: SocketAddr) -> Result<(BooksApi, Store), Error> {
     let store = Store::open(&options.database_url, &options.store_settings()).await?;
     let config = options.config(local);
     if store.load_demo_if_empty(config.now()).await? {

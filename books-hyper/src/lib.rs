@@ -34,4 +34,4 @@ mod trace_context;
 pub use cors::{Cors, InvalidOrigin};
 pub use ops::{LIVEZ, METRICS, Operations, READYZ, RenderMetrics, serve_metrics};
 pub use rate_limit::{RATELIMIT, RATELIMIT_POLICY, RateLimit};
-pub use serve::{ClientPolicy, Limits, serve, serve_with};
+pub use serve::{ClientPolicy, Limits, Serving, serve, serve_with};

@@ -83,12 +83,12 @@ impl Default for Limits {
 /// Serves `api` on `listener` with [`/livez` and `/readyz`](Operations) until `shutdown`
 /// resolves, then stops accepting and waits up to `limits.shutdown_grace` for in-flight
 /// requests to finish.
-pub async fn serve(
+pub fn serve(
     listener: TcpListener,
     api: BooksApi,
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
+) -> Serving {
     serve_with(
         listener,
         api,
@@ -97,24 +97,31 @@ pub async fn serve(
         ClientPolicy::default(),
         shutdown,
     )
-    .await
 }
 
 /// [`serve`] with the operator endpoints as `operations` says (e.g. with `/metrics`), and
 /// CORS and rate limits as `edge` says.
-pub async fn serve_with(
+pub fn serve_with(
     listener: TcpListener,
     api: BooksApi,
     limits: Limits,
     operations: Operations,
     edge: ClientPolicy,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> io::Result<()> {
-    // One loop for every caller: generic over the shutdown future, the whole loop (and
-    // hyper's connection code in it) would be compiled again in each crate that calls
-    // it (`cargo build --release --timings`).
-    serve_until(listener, api, limits, operations, edge, Box::pin(shutdown)).await
+) -> Serving {
+    Box::pin(serve_until(
+        listener,
+        api,
+        limits,
+        operations,
+        edge,
+        Box::pin(shutdown),
+    ))
 }
+
+/// The server's run, until shutdown: boxed here, so that the loop (and hyper's connection
+/// code in it) is compiled once, in this crate, and not again in each caller's.
+pub type Serving = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
 
 /// How the server treats the API's clients on the open internet before the API answers
 /// them: which browser origins may call it, how fast each client may send (neither, by
