@@ -6,9 +6,10 @@ use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::trace::{MakeRequestSpan, SpanMaker};
 use chrono::{DateTime, SubsecRound, Utc};
 use http::HeaderValue;
+
+use crate::trace::{MakeRequestSpan, SpanMaker};
 
 /// A source of the current time: the year rule, timestamps and the extended ping read it.
 pub trait Clock: Debug + Send + Sync + 'static {
