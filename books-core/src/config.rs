@@ -1,67 +1,16 @@
-//! Embedding configuration and the injectable clock.
+//! Embedding configuration.
 
 use std::fmt::Debug;
 use std::num::NonZeroU32;
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
 use http::HeaderValue;
 
+use crate::clock::{Clock, SystemClock};
 use crate::trace::{MakeRequestSpan, SpanMaker};
-
-/// A source of the current time: the year rule, timestamps and the extended ping read it.
-pub trait Clock: Debug + Send + Sync + 'static {
-    /// The current instant in UTC.
-    fn now(&self) -> DateTime<Utc>;
-
-    /// Whole seconds since the Unix epoch: all the extended ping asks of most requests
-    /// (it renders again once a second). Override it where `now` is costly.
-    fn unix_seconds(&self) -> i64 {
-        self.now().timestamp()
-    }
-}
-
-/// The system clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> DateTime<Utc> {
-        Utc::now()
-    }
-
-    /// Without chrono's calendar arithmetic: a third of what `now` costs.
-    fn unix_seconds(&self) -> i64 {
-        match SystemTime::now().duration_since(UNIX_EPOCH) {
-            Ok(since) => since.as_secs() as i64,
-            Err(_) => self.now().timestamp(),
-        }
-    }
-}
-
-/// A clock that reads a time set by hand; clones share the same time (for tests).
-#[derive(Debug, Clone)]
-pub struct ManualClock(Arc<Mutex<DateTime<Utc>>>);
-
-impl ManualClock {
-    /// A clock stopped at `now`.
-    pub fn new(now: DateTime<Utc>) -> Self {
-        Self(Arc::new(Mutex::new(now)))
-    }
-
-    /// Moves the clock (and every clone of it) to `now`.
-    pub fn set(&self, now: DateTime<Utc>) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = now;
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
 
 /// How much the cache of rendered answers and compressed bodies may hold, both together
 /// (see [`Config::with_cache`]).
@@ -315,7 +264,7 @@ impl Config {
         self.request_span.as_ref().map(|maker| &*maker.0)
     }
 
-    /// Replaces the clock (tests pin the date with [`ManualClock`]).
+    /// Replaces the clock (tests pin the date with [`ManualClock`](crate::ManualClock)).
     pub fn with_clock(mut self, clock: impl Clock) -> Self {
         self.clock = Arc::new(clock);
         self

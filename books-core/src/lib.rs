@@ -41,6 +41,7 @@
 mod api;
 mod body;
 mod cache;
+mod clock;
 mod compression;
 mod conditional;
 mod config;
@@ -78,7 +79,8 @@ mod xml;
 pub mod testing;
 
 pub use api::{BooksApi, VERSION};
-pub use config::{CacheControl, CacheLimits, Clock, Config, ManualClock, RouteScheme, SystemClock};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::{CacheControl, CacheLimits, Config, RouteScheme};
 pub use log_throttle::LogThrottle;
 pub use problem::ErrorChain;
 pub use render::refusal;

@@ -12,8 +12,9 @@ use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::{Value, json};
 
 use super::{Harness, MakeHarness, XmlNode};
+use crate::clock::ManualClock;
+use crate::config::Config;
 use crate::config::RouteScheme;
-use crate::config::{Config, ManualClock};
 
 mod books;
 mod conditional;
