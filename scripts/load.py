@@ -10,7 +10,7 @@ the same bytes) and beside a hand-written axum + sqlx server.
     python3 scripts/load.py --create-costs [--stores sqlite,postgres,mysql] [--books 1000] [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --versus [--stores sqlite,postgres,mysql] [--books 1000] [--rounds 3] [--seconds 5] [--push] [--cache-off] [--before OLD_BINARY]
     python3 scripts/load.py --cache-memory [--books 1000000]
-    python3 scripts/load.py --instructions [--stores memory,sqlite,postgres,mysql] [--workloads ping,list,304] [--seconds 5] [--before OLD_BINARY]
+    python3 scripts/load.py --instructions [--stores memory,sqlite,postgres,mysql] [--workloads ping,list,get,304] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --pooler [--rounds 3] [--seconds 5]
     python3 scripts/load.py --replicas [--stores postgres,mysql] [--rounds 3] [--seconds 5]
     python3 scripts/load.py --edge [--rounds 3] [--seconds 5]
@@ -87,7 +87,7 @@ def main():
     parser.add_argument("--push", action="store_true", help="--versus: our server in PostgreSQL push mode")
     parser.add_argument("--cache-off", action="store_true", help="--versus: our server without its cache")
     parser.add_argument("--workloads", help="--versus: only these, by first word (ping,list,get,creates,mixed); "
-                        "--instructions: of ping,list,304")
+                        "--instructions: of ping,list,get,304")
     parser.add_argument("--books", type=int, default=200_000)
     parser.add_argument("--before", help="--metrics-cost, --instructions, --cache, --versus, --failover: an older server binary to run beside")
     args = parser.parse_args()

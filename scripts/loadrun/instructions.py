@@ -1,7 +1,8 @@
 """`--instructions`: user-space instructions per answer (valgrind's Callgrind: within a
 few percent from run to run, where CPU time moves by tens) of the server and of bare
 hyper answering the same bytes, each under wrk -c16 after a warm-up: `ping`, the cached
-`list` page 1 + include in exact mode (a share of the version check included), and its
+`list` page 1 + include in exact mode (a share of the version check included), `get` one
+book + include (the versus run's "get one", cached the same way), and the page's
 `304` (PostgreSQL in push mode, or the memory store: versions known without a query);
 `--workloads` picks some. With `--before`, an older server binary beside. The kernel's
 share of a request is not counted.
@@ -24,13 +25,14 @@ def instructions(args):
     # (path, status, whether the request sends the ETag back, PostgreSQL in push mode)
     workloads = {"ping": ("/api/ping", 200, False, False),
                  "list": (page, 200, False, False),
+                 "get": ("/api/books/7?include=author", 200, False, False),
                  "304": (page + "&page=1", 304, True, True)}
-    chosen = (args.workloads or "ping,list,304").split(",")
+    chosen = (args.workloads or "ping,list,get,304").split(",")
     servers = {"ours": SERVER, **({"before": args.before} if args.before else {})}
     print(f"User-space instructions per answer, Callgrind, wrk -t1 -c16 for {args.seconds}s after a "
           "2 s warm-up; `list` is page 1 + include answered from the cache in exact mode (so its "
           "count includes a share of one version check per wave, and depends on how many requests "
-          "a wave gathers); `304` is the same page with `If-None-Match`, PostgreSQL in push mode.\n")
+          "a wave gathers); `get` is one book + include, cached the same way; `304` is the same page with `If-None-Match`, PostgreSQL in push mode.\n")
     print("| store | workload | server | requests | instructions/request | ratio to hyper |")
     print("|---|---|---|---|---|---|")
     port = 18096
