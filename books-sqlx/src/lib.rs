@@ -53,6 +53,7 @@ mod check;
 mod creates;
 mod driver;
 mod error;
+mod key_records;
 mod list_sql;
 mod migrate;
 #[cfg(feature = "mysql")]
@@ -77,6 +78,7 @@ pub use any::{AnyStore, StoreSettings};
 pub use backend::Backend;
 pub use backend::{PoolState, SqlStore};
 pub use error::{Error, is_unavailable, store_error};
+pub use key_records::KeyRecords;
 pub use list_sql::{BookColumns, ListClauses, ListValue};
 pub use migrate::MIGRATIONS_TABLE;
 #[cfg(feature = "mysql")]

@@ -9,6 +9,7 @@
     allow(dead_code)
 )]
 
+use crate::key_records::KeyStatements;
 use crate::statement::{Dialect, Statement};
 
 /// The page's total and version columns, summed over the counter's slots.
@@ -189,23 +190,6 @@ pub(crate) struct AuthorStatements {
     pub(crate) ids_follow: Option<String>,
 }
 
-/// Idempotency keys' records.
-#[derive(Debug)]
-pub(crate) struct KeyStatements {
-    /// A key's record, unless expired (`$2`: now).
-    pub(crate) record: Statement,
-    /// Keeps a key's record (the [`key_args`](crate::queries::key_args)): unless an
-    /// unexpired one is there, returning the key if kept (SQLite, PostgreSQL); or
-    /// failing as a duplicate if one is there at all (MariaDB: then
-    /// [`forget`](Self::forget) and keep it again).
-    pub(crate) keep: Statement,
-    /// MariaDB: forgets the key of [`key_args`](crate::queries::key_args) if it expired
-    /// (returning it if forgotten).
-    pub(crate) forget: Option<Statement>,
-    /// Forgets at most `$2` records expired at `$1`.
-    pub(crate) forget_expired: Statement,
-}
-
 impl Statements {
     /// `schema` is put before every table name (`""`, or a checked identifier and a dot).
     pub(crate) fn new(dialect: Dialect, schema: &str) -> Self {
@@ -278,36 +262,7 @@ impl Statements {
                     )
                 }),
             },
-            keys: KeyStatements {
-                record: pick(
-                    "SELECT fingerprint, status, content_type, location, etag, body \
-                 FROM {s}idempotency_keys WHERE `key` = $1 AND expires_at > $2",
-                    "SELECT fingerprint, status, content_type, location, etag, body \
-                 FROM {s}idempotency_keys WHERE key = $1 AND expires_at > $2",
-                ),
-                keep: pick(
-                    "INSERT INTO {s}idempotency_keys (`key`, fingerprint, status, content_type, \
-                 location, etag, body, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                    "INSERT INTO {s}idempotency_keys AS k (key, fingerprint, status, content_type, \
-                 location, etag, body, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
-                 ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, \
-                 status = excluded.status, content_type = excluded.content_type, \
-                 location = excluded.location, etag = excluded.etag, body = excluded.body, \
-                 expires_at = excluded.expires_at WHERE k.expires_at <= $9 RETURNING key",
-                ),
-                forget: mysql.then(|| {
-                    sql(
-                        "DELETE FROM {s}idempotency_keys WHERE `key` = $1 AND expires_at <= $9 \
-                     RETURNING `key`",
-                    )
-                }),
-                forget_expired: pick(
-                    "DELETE FROM {s}idempotency_keys WHERE expires_at <= $1 \
-                 ORDER BY expires_at LIMIT $2 RETURNING `key`",
-                    "DELETE FROM {s}idempotency_keys WHERE key IN (SELECT key \
-                 FROM {s}idempotency_keys WHERE expires_at <= $1 LIMIT $2) RETURNING key",
-                ),
-            },
+            keys: KeyStatements::new(dialect, &format!("{schema}idempotency_keys")),
             locks: [
                 sql(&format!(
                     "SELECT id, title, year, author_id, {} AS author_name, created_at, \

@@ -6,7 +6,7 @@ use books_core::store::{BookRecord, Conditional, KeyedCreate, Precondition, Stor
 
 use crate::batch::{Created, NewBook};
 use crate::driver::Driver;
-use crate::queries::{book_args, key_args};
+use crate::queries::book_args;
 use crate::rows::StoreRow;
 use crate::statement::{Arg, Statement};
 use crate::store_sql::Statements;
@@ -51,26 +51,7 @@ pub(crate) async fn keep_key<DB: Driver>(
     let Some(key) = &new.key else {
         return Ok(true);
     };
-    let answer = (key.answer)(book);
-    let args = key_args(key, &answer, new.now);
-    let Some(forget) = &sql.keys.forget else {
-        let kept = DB::rows(&mut *conn, &sql.keys.keep, &args, persistent).await?;
-        return Ok(!kept.is_empty());
-    };
-    // MariaDB: keep it; if one is there, forget it if it expired and keep again.
-    match DB::rows(&mut *conn, &sql.keys.keep, &args, persistent).await {
-        Ok(_) => Ok(true),
-        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-            let forgotten = !DB::rows(&mut *conn, forget, &args, persistent)
-                .await?
-                .is_empty();
-            if forgotten {
-                DB::rows(&mut *conn, &sql.keys.keep, &args, persistent).await?;
-            }
-            Ok(forgotten)
-        }
-        Err(e) => Err(e),
-    }
+    crate::key_records::keep::<DB>(conn, &sql.keys, persistent, (key, book, new.now)).await
 }
 
 /// The book `id` with its row locked for a conditional write, and its author's row

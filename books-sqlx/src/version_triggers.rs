@@ -355,7 +355,7 @@ impl<DB: Backend> VersionTriggers<DB> {
 
 /// `text` if it is an identifier the helper writes into SQL as is, optionally after a
 /// schema and a dot.
-fn name(text: &str) -> Result<String, Error> {
+pub(crate) fn name(text: &str) -> Result<String, Error> {
     let identifier = |part: &str| {
         (1..=63).contains(&part.len())
             && !part.starts_with(|c: char| c.is_ascii_digit())
@@ -375,7 +375,7 @@ fn name(text: &str) -> Result<String, Error> {
 }
 
 /// A name without its schema.
-fn last(name: &str) -> &str {
+pub(crate) fn last(name: &str) -> &str {
     name.rsplit_once('.').map_or(name, |(_, last)| last)
 }
 

@@ -232,6 +232,14 @@ async fn host_migrations_and_ours_share_one_file_in_either_order() {
     }
 }
 
+/// books-sqlx's key records over a table in a host's file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_records_over_a_host_table() {
+    let options = SqliteStore::options(&url(&fresh_path())).unwrap();
+    let pool = SqlitePool::connect_with(options).await.unwrap();
+    common::key_records_keep_replay_and_expire(&pool, "api_keys").await;
+}
+
 /// The versions of our embedded migrations.
 fn ours() -> Vec<i64> {
     SqliteStore::migrator().iter().map(|m| m.version).collect()

@@ -72,6 +72,20 @@ pub(crate) async fn page(
     Ok(BookPage { books, total })
 }
 
+/// Inserts `new` on `conn`: its id, or none if its writer is missing (the legacy tables
+/// have no foreign key: the write itself checks the writer).
+pub(crate) async fn insert(
+    conn: &mut SqliteConnection,
+    new: &BookInput,
+    now: DateTime<Utc>,
+) -> Result<Option<i64>, sqlx::Error> {
+    let insert = "INSERT INTO catalogue (label, writer_no, pub_year, added, changed) \
+        SELECT ?1, ?2, ?3, ?4, ?4 WHERE EXISTS (SELECT 1 FROM writers WHERE writer_no = ?2) \
+        RETURNING item_no";
+    let row = with_book(insert, new, now).fetch_optional(conn).await?;
+    Ok(row.map(|row| sqlx::Row::get(&row, 0)))
+}
+
 /// One book on `conn`.
 pub(crate) async fn book(
     conn: &mut SqliteConnection,
@@ -95,11 +109,8 @@ impl BookStore for CatalogueStore {
 
     /// The legacy tables have no foreign key: the write itself checks the writer.
     async fn create(&self, new: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
-        let insert = "INSERT INTO catalogue (label, writer_no, pub_year, added, changed) \
-            SELECT ?1, ?2, ?3, ?4, ?4 WHERE EXISTS (SELECT 1 FROM writers WHERE writer_no = ?2) \
-            RETURNING item_no";
-        let row = with_book(insert, new, now).fetch_optional(&self.pool).await.map_err(failed)?;
-        let id: i64 = sqlx::Row::get(&row.ok_or(StoreError::AuthorNotFound(new.author_id))?, 0);
+        let id = insert(&mut *self.pool.acquire().await.map_err(failed)?, new, now).await;
+        let id = id.map_err(failed)?.ok_or(StoreError::AuthorNotFound(new.author_id))?;
         let written = self.get(id).await?;
         written.ok_or_else(|| StoreError::other("the created book vanished"))
     }
@@ -133,8 +144,9 @@ impl BookStore for CatalogueStore {
         exists.bind(id).fetch_one(&self.pool).await.map_err(failed)
     }
 
-    /// The data tier, and the versions tier of [`crate::versions`].
+    /// The data tier, the versions tier of [`crate::versions`] and the idempotent-creates
+    /// tier of [`crate::keys`].
     fn capabilities(self: std::sync::Arc<Self>) -> Capabilities<Self> {
-        Capabilities::of(self).versions()
+        Capabilities::of(self).versions().idempotent_creates()
     }
 }

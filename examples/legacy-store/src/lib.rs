@@ -6,12 +6,14 @@
 //! writers(writer_no, full_name)
 //! ```
 //!
-//! [`CatalogueStore`] implements the data tier ([`catalogue`]) and the versions tier
-//! ([`versions`], over books-sqlx's version triggers): what `docs/stores.md` ("Writing a
-//! store") walks through. Its tests run the conformance suite's data and versions tiers
-//! and the whole HTTP contract suite through it.
+//! [`CatalogueStore`] implements the data tier ([`catalogue`]), the versions tier
+//! ([`versions`], over books-sqlx's version triggers) and the idempotent-creates tier
+//! ([`keys`], over books-sqlx's key records): what `docs/stores.md` ("Writing a store")
+//! walks through. Its tests run those tiers of the conformance suite and the whole HTTP
+//! contract suite through it.
 
 pub mod catalogue;
+pub mod keys;
 pub mod versions;
 pub mod writers;
 

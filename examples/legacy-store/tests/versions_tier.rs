@@ -1,7 +1,8 @@
-//! The store against the conformance suite (the data and versions tiers, with the host's
-//! own SQL writing beside the reads and a backup restored under them) and the HTTP
-//! contract with the cache on; and two mistakes the suite exists to catch: a version kept
-//! in memory, and a page whose total is read in another snapshot than its rows.
+//! The store against the conformance suite (the data, versions and idempotent-creates
+//! tiers, with the host's own SQL writing beside the reads and a backup restored under
+//! them) and the HTTP contract with the cache on; and two mistakes the suite exists to
+//! catch: a version kept in memory, and a page whose total is read in another snapshot
+//! than its rows.
 
 mod common;
 
@@ -17,7 +18,7 @@ mod conformance {
     use super::*;
     books_core::store_conformance_suite! {
         setup: fresh,
-        tiers: [versions],
+        tiers: [versions, idempotent_creates],
         outside_writes: common::host_writes,
     }
 }

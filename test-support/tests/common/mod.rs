@@ -438,3 +438,107 @@ pub async fn a_rejected_create_fails_alone<S: BookStore + AuthorStore>(store: S)
     }
     assert_eq!(store.list(&ListQuery::new(0, 50)).await.unwrap().total, 18);
 }
+
+/// books-sqlx's [`KeyRecords`](books_sqlx::KeyRecords) over a host's `table` on `pool`:
+/// installed twice; a record kept in a transaction and read back; a second keep of the
+/// key refused while it lives, and refused too when it races an open keep (waiting for
+/// its commit); replaced once expired; forgotten once expired.
+pub async fn key_records_keep_replay_and_expire<DB: books_sqlx::Backend>(
+    pool: &books_sqlx::sqlx::Pool<DB>,
+    table: &str,
+) {
+    use std::time::Duration as Wait;
+
+    use books_core::store::{BookRecord, IdempotencyKey, StoredAnswer};
+    use chrono::{Duration, TimeZone, Utc};
+    use tokio::time::timeout;
+
+    let keys = books_sqlx::KeyRecords::<DB>::new(table).unwrap();
+    keys.install(pool).await.unwrap();
+    keys.install(pool).await.expect("install may be run again");
+    let t0 = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).unwrap();
+    let book = BookRecord {
+        id: 7,
+        title: "Dune".into(),
+        year: 1965,
+        author_id: Some(1),
+        author_name: Some("Frank Herbert".into()),
+        created_at: t0,
+        updated_at: t0,
+    };
+    let key = |fingerprint: &[u8], hours| IdempotencyKey {
+        key: "key-1".into(),
+        fingerprint: fingerprint.to_vec(),
+        expires_at: t0 + Duration::hours(hours),
+        answer: std::sync::Arc::new(|book: &BookRecord| StoredAnswer {
+            status: 201,
+            content_type: "application/json".into(),
+            location: format!("/api/books/{}", book.id),
+            etag: "\"e1\"".into(),
+            body: book.title.clone().into_bytes(),
+        }),
+    };
+    let keep = |fingerprint: &'static [u8], hours, at| {
+        let (keys, key, book) = (keys.clone(), key(fingerprint, hours), book.clone());
+        async move {
+            let mut tx = pool.begin().await.unwrap();
+            let kept = keys.keep(&mut tx, &key, &book, at).await.unwrap();
+            (kept, tx)
+        }
+    };
+    let fingerprint = |at| {
+        let keys = keys.clone();
+        async move {
+            let mut conn = pool.acquire().await.unwrap();
+            let record = keys.record(&mut conn, "key-1", at).await.unwrap();
+            record.map(|record| (record.fingerprint, record.answer))
+        }
+    };
+
+    let (kept, tx) = keep(b"one", 1, t0).await;
+    assert!(kept);
+    tx.commit().await.unwrap();
+    let (first, answer) = fingerprint(t0).await.expect("the record kept");
+    assert_eq!(first, b"one");
+    assert_eq!(
+        (answer.status, answer.location.as_str()),
+        (201, "/api/books/7")
+    );
+    assert_eq!(
+        (answer.etag.as_str(), &answer.body[..]),
+        ("\"e1\"", &b"Dune"[..])
+    );
+
+    let (kept, tx) = keep(b"two", 2, t0 + Duration::minutes(30)).await;
+    assert!(!kept, "a live record is not replaced");
+    drop(tx);
+    let live = fingerprint(t0 + Duration::minutes(30)).await;
+    assert_eq!(live.map(|(f, _)| f), Some(b"one".to_vec()));
+    assert!(
+        fingerprint(t0 + Duration::hours(1)).await.is_none(),
+        "expired at its time"
+    );
+
+    // Expired: replaced; a keep that races it waits for its commit and is refused.
+    let (kept, open) = keep(b"two", 3, t0 + Duration::hours(2)).await;
+    assert!(kept, "an expired record is replaced");
+    let racer = keep(b"three", 4, t0 + Duration::hours(2));
+    let commit = async {
+        tokio::time::sleep(Wait::from_millis(200)).await;
+        open.commit().await.unwrap();
+    };
+    let ((kept, tx), ()) = timeout(Wait::from_secs(30), async { tokio::join!(racer, commit) })
+        .await
+        .expect("the racing keep ends within 30 s");
+    assert!(!kept, "a keep that raced a committed one is refused");
+    drop(tx);
+    let now = fingerprint(t0 + Duration::hours(2)).await;
+    assert_eq!(now.map(|(f, _)| f), Some(b"two".to_vec()));
+
+    let mut conn = pool.acquire().await.unwrap();
+    let at = t0 + Duration::hours(2);
+    assert_eq!(keys.forget_expired(&mut conn, at, 10).await.unwrap(), 0);
+    let at = t0 + Duration::hours(3);
+    assert_eq!(keys.forget_expired(&mut conn, at, 10).await.unwrap(), 1);
+    assert!(fingerprint(t0).await.is_none(), "forgotten");
+}

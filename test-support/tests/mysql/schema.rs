@@ -1,5 +1,6 @@
 //! What the schema keeps: four-byte characters, 255-character titles, times in UTC
-//! whatever the session's zone, ids up to `i64::MAX`.
+//! whatever the session's zone, ids up to `i64::MAX`; and key records in a host's own
+//! database.
 
 use books_core::store::{AuthorStore, BookInput, ListQuery};
 use chrono::{TimeZone, Utc};
@@ -144,4 +145,16 @@ async fn list_clauses_over_a_host_column_in_the_default_collation() {
     }];
     // ASCII letters lowered, then by code point: "Éb" before "Él".
     assert_eq!(ids("n", vec![7, 8], by_title).await, [4, 2, 3, 5, 1]);
+}
+
+/// books-sqlx's key records over a table in a host's database.
+#[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_records_over_a_host_table() {
+    let _cleanup = cleanup();
+    let database = fresh_database().await;
+    let pool = MySqlPool::connect_with(options_in(&database))
+        .await
+        .unwrap();
+    common::key_records_keep_replay_and_expire(&pool, &format!("{database}.api_keys")).await;
 }

@@ -1,6 +1,6 @@
 //! Another program's write transaction left open, beside the store and beside a host's own
 //! tables under books-sqlx's [`VersionTriggers`]: it holds up no unrelated writer on the
-//! counters.
+//! counters; and key records in a host's own schema.
 
 use books_sqlx::VersionTriggers;
 use books_sqlx::sqlx::Postgres;
@@ -150,4 +150,25 @@ async fn a_host_write_left_open_holds_up_no_write_of_the_store() {
         1 + 32 - 4 + 1,
         "the held book counted too"
     );
+}
+
+/// books-sqlx's key records over a table in a host's schema.
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_records_over_a_host_table() {
+    let _cleanup = cleanup();
+    let schema = fresh_schema().await;
+    let pool = PgPoolOptions::new()
+        .max_connections(3)
+        .connect(&url())
+        .await
+        .unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&pool)
+        .await
+        .unwrap();
+    common::key_records_keep_replay_and_expire(&pool, &format!("{schema}.api_keys")).await;
 }

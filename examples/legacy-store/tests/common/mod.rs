@@ -28,10 +28,12 @@ pub async fn host_database(extra: &str) -> SqlitePool {
     pool
 }
 
-/// A new database file with the host's tables and the version's triggers installed.
+/// A new database file with the host's tables, the version's triggers and the key records
+/// installed.
 pub async fn versioned_database() -> SqlitePool {
     let pool = host_database("").await;
     books_example_legacy_store::versions::VERSION.install(&pool).await.unwrap();
+    books_example_legacy_store::keys::KEYS.install(&pool).await.unwrap();
     pool
 }
 
