@@ -66,6 +66,17 @@ pub enum ListValue {
     Text(String),
 }
 
+impl ListValue {
+    /// The value as a statement's argument.
+    pub(crate) fn arg(&self) -> Arg<'_> {
+        match self {
+            Self::Int(n) => Arg::Int(*n),
+            Self::Year(n) => Arg::Int4(*n),
+            Self::Text(text) => Arg::Text(text),
+        }
+    }
+}
+
 /// A list query's filter and sort as SQL over a table's [`BookColumns`], for a store over
 /// a host's own tables: a condition for its `WHERE` and the keys of its `ORDER BY`,
 /// every value a parameter in the database's own syntax: numbered `$N` from the first
@@ -169,9 +180,9 @@ impl ListClauses {
         Ok(())
     }
 
-    /// The clauses, a title filtered through `trigrams` (SQLite's FTS5 table of this
-    /// crate's migration) where given.
-    fn written(
+    /// The clauses with `$N` placeholders on every database, a title filtered through
+    /// `trigrams` (SQLite's FTS5 table of this crate's migration) where given.
+    pub(crate) fn written(
         dialect: Dialect,
         columns: &BookColumns<'_>,
         query: &ListQuery,
@@ -374,14 +385,7 @@ impl ListSql {
 
     /// The arguments both statements take (each binds those it names).
     pub(crate) fn args(&self) -> Vec<Arg<'_>> {
-        self.values
-            .iter()
-            .map(|value| match value {
-                ListValue::Int(n) => Arg::Int(*n),
-                ListValue::Year(n) => Arg::Int4(*n),
-                ListValue::Text(text) => Arg::Text(text),
-            })
-            .collect()
+        self.values.iter().map(ListValue::arg).collect()
     }
 }
 

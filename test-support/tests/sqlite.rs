@@ -240,6 +240,25 @@ async fn key_records_over_a_host_table() {
     common::key_records_keep_replay_and_expire(&pool, "api_keys").await;
 }
 
+/// books-sqlx's reads over a host's tables of other names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn book_tables_over_host_tables() {
+    let options = SqliteStore::options(&url(&fresh_path())).unwrap();
+    let pool = SqlitePool::connect_with(options).await.unwrap();
+    let host = common::HostTables {
+        schema: String::new(),
+        create: [
+            "CREATE TABLE people (person_code INTEGER PRIMARY KEY, display_name TEXT)",
+            "CREATE TABLE titles (title_code INTEGER PRIMARY KEY, heading TEXT NOT NULL, \
+             released INTEGER NOT NULL, penned_by INTEGER, inserted_at TEXT NOT NULL, \
+             touched_at TEXT NOT NULL)",
+        ],
+        begin_write: "BEGIN IMMEDIATE",
+        time: "'2026-01-01 00:00:00'",
+    };
+    common::book_tables_read_in_the_api_names(&pool, host).await;
+}
+
 /// The versions of our embedded migrations.
 fn ours() -> Vec<i64> {
     SqliteStore::migrator().iter().map(|m| m.version).collect()

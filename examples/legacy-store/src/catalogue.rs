@@ -1,24 +1,33 @@
-//! The data tier over `catalogue` and `writers`: every query maps the host's names to the
-//! API's (`label AS title`); the rest is the rules of [`BookStore`].
+//! The data tier over `catalogue` and `writers`: the reads are books-sqlx's
+//! [`BookTables`], written from the host's column names; the writes are the host's own
+//! SQL; the rest is the rules of [`BookStore`].
+
+use std::sync::LazyLock;
 
 use async_trait::async_trait;
 use books_core::store::{
-    BookInput, BookPage, BookRecord, BookStore, Capabilities, ListQuery, StoreError,
+    BookInput, BookPage, BookRecord, BookStore, Capabilities, ListQueries, ListQuery, StoreError,
 };
+use books_sqlx::{AuthorColumns, BookColumns, BookTables};
 use chrono::{DateTime, Utc};
 use sqlx::query::Query;
 use sqlx::sqlite::{Sqlite, SqliteArguments, SqliteConnection, SqlitePool};
 
-/// A book joined with its writer, in the API's names; `$rest` is the query's tail.
-macro_rules! book {
-    ($rest:literal) => {
-        concat!(
-            "SELECT c.item_no, c.label, c.pub_year, c.writer_no, w.full_name, c.added, c.changed \
-             FROM catalogue c LEFT JOIN writers w ON w.writer_no = c.writer_no ",
-            $rest
-        )
+/// The host's tables in the API's names: a book, a page and its total (the list's filter
+/// and sort included), a book locked for a conditional write.
+pub static TABLES: LazyLock<BookTables<Sqlite>> = LazyLock::new(|| {
+    let columns = BookColumns {
+        id: "c.item_no",
+        title: "c.label",
+        year: "c.pub_year",
+        author_id: "c.writer_no",
+        created_at: "c.added",
+        updated_at: "c.changed",
+        folded_title: None,
     };
-}
+    let writers = AuthorColumns { table: "writers w", id: "w.writer_no", name: "w.full_name" };
+    BookTables::new("catalogue c", columns, writers)
+});
 
 /// The store, over the host's pool.
 #[derive(Debug, Clone)]
@@ -28,18 +37,11 @@ pub struct CatalogueStore {
 }
 
 impl CatalogueStore {
-    /// A store over the host's pool; the host installed [`crate::versions::VERSION`].
+    /// A store over the host's pool; the host installed [`crate::versions::VERSION`] and
+    /// [`crate::keys::KEYS`].
     pub fn new(pool: SqlitePool) -> Self {
         Self { pool }
     }
-}
-
-/// A row of [`book!`], in its order.
-type Row = (i64, String, i32, Option<i64>, Option<String>, DateTime<Utc>, DateTime<Utc>);
-
-/// A row of [`book!`] as the API's record.
-fn record((id, title, year, author_id, author_name, created_at, updated_at): Row) -> BookRecord {
-    BookRecord { id, title, year, author_id, author_name, created_at, updated_at }
 }
 
 /// Driver errors as the API's (books-sqlx's classification: 503 for what a retry may
@@ -58,20 +60,6 @@ fn with_book<'q>(
     query.bind(new.year).bind(now)
 }
 
-/// A page and the total, on `conn` (inside a transaction, both are one snapshot).
-pub(crate) async fn page(
-    conn: &mut SqliteConnection,
-    query: &ListQuery,
-) -> Result<BookPage, sqlx::Error> {
-    let offset = i64::try_from(query.offset).unwrap_or(i64::MAX);
-    let rows = sqlx::query_as::<_, Row>(book!("ORDER BY c.item_no LIMIT ?1 OFFSET ?2"));
-    let rows = rows.bind(i64::from(query.limit)).bind(offset).fetch_all(&mut *conn);
-    let books = rows.await?.into_iter().map(record).collect();
-    let total = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM catalogue");
-    let total = total.fetch_one(&mut *conn).await? as u64;
-    Ok(BookPage { books, total })
-}
-
 /// Inserts `new` on `conn`: its id, or none if its writer is missing (the legacy tables
 /// have no foreign key: the write itself checks the writer).
 pub(crate) async fn insert(
@@ -86,28 +74,44 @@ pub(crate) async fn insert(
     Ok(row.map(|row| sqlx::Row::get(&row, 0)))
 }
 
-/// One book on `conn`.
-pub(crate) async fn book(
+/// Writes `new` over the book `id` on `conn`: the book as written, or none if there is
+/// no such book.
+pub(crate) async fn update(
     conn: &mut SqliteConnection,
     id: i64,
-) -> Result<Option<BookRecord>, sqlx::Error> {
-    let row = sqlx::query_as::<_, Row>(book!("WHERE c.item_no = ?1")).bind(id);
-    Ok(row.fetch_optional(conn).await?.map(record))
+    new: &BookInput,
+    now: DateTime<Utc>,
+) -> Result<Option<BookRecord>, StoreError> {
+    let update = "UPDATE catalogue SET label = ?1, writer_no = ?2, pub_year = ?3, \
+        changed = ?4 WHERE item_no = ?5 AND EXISTS (SELECT 1 FROM writers WHERE writer_no = ?2)";
+    let updated = with_book(update, new, now).bind(id).execute(&mut *conn).await;
+    let updated = updated.map_err(failed)?;
+    // Nothing written: no such book, or no such writer.
+    match (updated.rows_affected(), TABLES.book(conn, id).await?) {
+        (0, Some(_)) => Err(StoreError::AuthorNotFound(new.author_id)),
+        (_, book) => Ok(book),
+    }
+}
+
+/// Deletes the book `id` on `conn`; whether there was one.
+pub(crate) async fn delete(conn: &mut SqliteConnection, id: i64) -> Result<bool, StoreError> {
+    let deleted = sqlx::query("DELETE FROM catalogue WHERE item_no = ?1").bind(id);
+    Ok(deleted.execute(conn).await.map_err(failed)?.rows_affected() > 0)
 }
 
 #[async_trait]
 impl BookStore for CatalogueStore {
+    /// The page and its total in one snapshot.
     async fn list(&self, query: &ListQuery) -> Result<BookPage, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(failed)?;
-        page(&mut tx, query).await.map_err(failed)
+        let mut tx = books_sqlx::snapshot(&self.pool).await?;
+        Ok(TABLES.page(&mut tx, query).await?)
     }
 
     async fn get(&self, id: i64) -> Result<Option<BookRecord>, StoreError> {
         let mut conn = self.pool.acquire().await.map_err(failed)?;
-        book(&mut conn, id).await.map_err(failed)
+        Ok(TABLES.book(&mut conn, id).await?)
     }
 
-    /// The legacy tables have no foreign key: the write itself checks the writer.
     async fn create(&self, new: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
         let id = insert(&mut *self.pool.acquire().await.map_err(failed)?, new, now).await;
         let id = id.map_err(failed)?.ok_or(StoreError::AuthorNotFound(new.author_id))?;
@@ -121,21 +125,11 @@ impl BookStore for CatalogueStore {
         new: &BookInput,
         now: DateTime<Utc>,
     ) -> Result<Option<BookRecord>, StoreError> {
-        let update = "UPDATE catalogue SET label = ?1, writer_no = ?2, pub_year = ?3, \
-            changed = ?4 WHERE item_no = ?5 AND EXISTS (SELECT 1 FROM writers WHERE writer_no = ?2)";
-        let updated = with_book(update, new, now).bind(id).execute(&self.pool).await;
-        let updated = updated.map_err(failed)?;
-        // Nothing written: no such book, or no such writer.
-        match (updated.rows_affected(), self.get(id).await?) {
-            (0, Some(_)) => Err(StoreError::AuthorNotFound(new.author_id)),
-            (_, book) => Ok(book),
-        }
+        update(&mut *self.pool.acquire().await.map_err(failed)?, id, new, now).await
     }
 
     async fn delete(&self, id: i64) -> Result<bool, StoreError> {
-        let deleted = sqlx::query("DELETE FROM catalogue WHERE item_no = ?1").bind(id);
-        let deleted = deleted.execute(&self.pool).await.map_err(failed)?;
-        Ok(deleted.rows_affected() > 0)
+        delete(&mut *self.pool.acquire().await.map_err(failed)?, id).await
     }
 
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
@@ -144,9 +138,13 @@ impl BookStore for CatalogueStore {
         exists.bind(id).fetch_one(&self.pool).await.map_err(failed)
     }
 
-    /// The data tier, the versions tier of [`crate::versions`] and the idempotent-creates
-    /// tier of [`crate::keys`].
+    /// Every tier: the versions tiers of [`crate::versions`], the conditional writes of
+    /// [`crate::conditional`], the idempotent creates of [`crate::keys`], the list's
+    /// filter and sort of [`TABLES`].
     fn capabilities(self: std::sync::Arc<Self>) -> Capabilities<Self> {
-        Capabilities::of(self).versions().idempotent_creates()
+        let versions = Capabilities::of(self).versions().version_tally();
+        versions.conditional_writes().idempotent_creates().list_queries()
     }
 }
+
+impl ListQueries for CatalogueStore {}

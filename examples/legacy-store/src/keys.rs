@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Sqlite;
 
 use crate::CatalogueStore;
-use crate::catalogue::{book, failed, insert};
+use crate::catalogue::{TABLES, failed, insert};
 
 /// The records, in `catalogue_keys`. The host installs it once beside its tables
 /// (`KEYS.install(&pool).await?`; safe to repeat).
@@ -32,7 +32,7 @@ impl IdempotentCreates for CatalogueStore {
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await.map_err(failed)?;
         let id = insert(&mut tx, new, now).await.map_err(failed)?;
         let id = id.ok_or(StoreError::AuthorNotFound(new.author_id))?;
-        let written = book(&mut tx, id).await.map_err(failed)?;
+        let written = TABLES.book(&mut tx, id).await?;
         let written = written.ok_or_else(|| StoreError::other("the created book vanished"))?;
         if !KEYS.keep(&mut tx, key, &written, now).await? {
             return Ok(KeyedCreate::Taken); // dropping `tx` rolls the book back

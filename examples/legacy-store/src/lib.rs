@@ -13,6 +13,7 @@
 //! contract suite through it.
 
 pub mod catalogue;
+pub mod conditional;
 pub mod keys;
 pub mod versions;
 pub mod writers;

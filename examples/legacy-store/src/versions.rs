@@ -11,19 +11,22 @@
 use std::sync::LazyLock;
 
 use async_trait::async_trait;
-use books_core::store::{BookPage, BookRecord, ListQuery, StoreError, Version, Versions};
+use books_core::store::{
+    BookPage, BookRecord, BooksTally, ListQuery, StoreError, Version, VersionTally, Versions,
+};
 use books_sqlx::VersionTriggers;
 use sqlx::Sqlite;
 
 use crate::CatalogueStore;
-use crate::catalogue::{book, failed, page};
+use crate::catalogue::{TABLES, failed};
 
 /// The version: counters in `catalogue_version`, moved by every write to `catalogue` or
-/// `writers`. The host installs it once beside its tables
+/// `writers`, with the books' tally (`item_no` their id). The host installs it once beside its tables
 /// (`VERSION.install(&pool).await?`; safe to repeat).
 pub static VERSION: LazyLock<VersionTriggers<Sqlite>> = LazyLock::new(|| {
     VersionTriggers::new("catalogue_version", "catalogue")
         .and_then(|version| version.also("writers"))
+        .and_then(|version| version.with_tally("item_no"))
         .expect("names of the host's tables")
 });
 
@@ -37,14 +40,23 @@ impl Versions for CatalogueStore {
     }
 
     async fn list_versioned(&self, query: &ListQuery) -> Result<(BookPage, u64), StoreError> {
-        let mut tx = self.pool.begin().await.map_err(failed)?;
+        let mut tx = books_sqlx::snapshot(&self.pool).await?;
         let at = VERSION.version(&mut tx).await?;
-        Ok((page(&mut tx, query).await.map_err(failed)?, at.count))
+        Ok((TABLES.page(&mut tx, query).await?, at.count))
     }
 
     async fn get_versioned(&self, id: i64) -> Result<(Option<BookRecord>, u64), StoreError> {
-        let mut tx = self.pool.begin().await.map_err(failed)?;
+        let mut tx = books_sqlx::snapshot(&self.pool).await?;
         let at = VERSION.version(&mut tx).await?;
-        Ok((book(&mut tx, id).await.map_err(failed)?, at.count))
+        Ok((TABLES.book(&mut tx, id).await?, at.count))
+    }
+}
+
+/// The tally from the counters the triggers keep, in one statement.
+#[async_trait]
+impl VersionTally for CatalogueStore {
+    async fn tallied_version(&self, above: i64) -> Result<(Version, BooksTally), StoreError> {
+        let mut conn = self.pool.acquire().await.map_err(failed)?;
+        Ok(VERSION.tallied_version(&mut conn, above).await?)
     }
 }

@@ -18,7 +18,7 @@ mod conformance {
     use super::*;
     books_core::store_conformance_suite! {
         setup: fresh,
-        tiers: [versions, idempotent_creates],
+        tiers: [versions, version_tally, conditional_writes, idempotent_creates, list_queries],
         outside_writes: common::host_writes,
     }
 }

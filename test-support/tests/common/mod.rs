@@ -542,3 +542,166 @@ pub async fn key_records_keep_replay_and_expire<DB: books_sqlx::Backend>(
     assert_eq!(keys.forget_expired(&mut conn, at, 10).await.unwrap(), 1);
     assert!(fingerprint(t0).await.is_none(), "forgotten");
 }
+
+/// A host's books and authors tables for [`book_tables_read_in_the_api_names`]: their
+/// `CREATE TABLE`s (in `schema`, a prefix with its dot or empty), how a write
+/// transaction begins, and a time literal the books' time columns take.
+pub struct HostTables {
+    pub schema: String,
+    pub create: [&'static str; 2],
+    pub begin_write: &'static str,
+    pub time: &'static str,
+}
+
+/// books-sqlx's [`BookTables`](books_sqlx::BookTables) over a host's tables of other
+/// names: a book in the API's names, its author's name or none; a page and its filtered
+/// total; the title compared as the contract says whatever the column's collation
+/// (ASCII letters folded, `é` and `É` apart); the sort; and a book locked for a
+/// conditional write holding off another writer until its transaction ends.
+pub async fn book_tables_read_in_the_api_names<DB>(
+    pool: &books_sqlx::sqlx::Pool<DB>,
+    host: HostTables,
+) where
+    DB: books_sqlx::Backend,
+    for<'c> &'c mut DB::Connection: books_sqlx::sqlx::Executor<'c, Database = DB>,
+{
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use books_core::store::{ListFilter, SortField, SortKey, YearRange};
+    use books_sqlx::sqlx::{self, AssertSqlSafe};
+    use books_sqlx::{AuthorColumns, BookColumns, BookTables};
+
+    let s = host.schema.clone();
+    let run = |text: String| async move {
+        sqlx::raw_sql(AssertSqlSafe(text))
+            .execute(pool)
+            .await
+            .unwrap();
+    };
+    for create in host.create {
+        run(create.replace("{s}", &s)).await;
+    }
+    run(format!(
+        "INSERT INTO {s}people (person_code, display_name) VALUES (1, 'Ann'), (2, NULL)"
+    ))
+    .await;
+    let t = host.time;
+    run(format!(
+        "INSERT INTO {s}titles (title_code, heading, released, penned_by, inserted_at, touched_at) \
+         VALUES (1, 'Dune', 1965, 1, {t}, {t}), (2, 'dune messiah', 1969, 1, {t}, {t}), \
+         (3, 'Élan', 2001, 2, {t}, {t}), (4, 'élan vital', 2007, 9, {t}, {t})"
+    ))
+    .await;
+    // `'static` names for the part: leaked, once per test.
+    let name = |text: String| -> &'static str { Box::leak(text.into_boxed_str()) };
+    let tables = BookTables::<DB>::new(
+        name(format!("{s}titles t")),
+        BookColumns {
+            id: "t.title_code",
+            title: "t.heading",
+            year: "t.released",
+            author_id: "t.penned_by",
+            created_at: "t.inserted_at",
+            updated_at: "t.touched_at",
+            folded_title: None,
+        },
+        AuthorColumns {
+            table: name(format!("{s}people p")),
+            id: "p.person_code",
+            name: "p.display_name",
+        },
+    );
+
+    let mut conn = pool.acquire().await.unwrap();
+    let dune = tables.book(&mut conn, 1).await.unwrap().expect("book 1");
+    assert_eq!(
+        (dune.title.as_str(), dune.year, dune.author_id),
+        ("Dune", 1965, Some(1))
+    );
+    assert_eq!(dune.author_name.as_deref(), Some("Ann"));
+    let nameless = tables.book(&mut conn, 3).await.unwrap().unwrap();
+    assert_eq!((nameless.author_id, nameless.author_name), (Some(2), None));
+    let orphan = tables.book(&mut conn, 4).await.unwrap().unwrap();
+    assert_eq!((orphan.author_id, orphan.author_name), (Some(9), None));
+    assert!(tables.book(&mut conn, 5).await.unwrap().is_none());
+    drop(conn);
+
+    let page = |query: ListQuery| {
+        let tables = &tables;
+        async move {
+            let mut tx = books_sqlx::snapshot(pool).await.unwrap();
+            let page = tables.page(&mut tx, &query).await.unwrap();
+            (
+                page.books.iter().map(|b| b.id).collect::<Vec<_>>(),
+                page.total,
+            )
+        }
+    };
+    let filtered = |filter: ListFilter| ListQuery::new(0, 10).with_filter(filter);
+    assert_eq!(page(ListQuery::new(1, 2)).await, (vec![2, 3], 4));
+    let mut title = ListFilter::default();
+    title.title = Some("DUNE".into());
+    assert_eq!(
+        page(filtered(title.clone())).await,
+        (vec![1, 2], 2),
+        "ASCII letters fold"
+    );
+    title.title = Some("élan".into());
+    assert_eq!(
+        page(filtered(title.clone())).await,
+        (vec![4], 1),
+        "é is not É"
+    );
+    let mut by_author = ListFilter::default();
+    by_author.author_ids = vec![1];
+    by_author.years = vec![YearRange {
+        from: Some(1966),
+        to: None,
+    }];
+    assert_eq!(page(filtered(by_author)).await, (vec![2], 1));
+    let sorted = ListQuery::new(0, 10).with_sort(vec![SortKey {
+        field: SortField::Title,
+        descending: false,
+    }]);
+    // By code point with ASCII letters lowered: "dune", "dune messiah", then "Élan"
+    // (U+00C9) and "élan vital" (U+00E9), both above every ASCII letter.
+    let (ids, total) = page(sorted).await;
+    assert_eq!((&ids[..2], total), (&[1, 2][..], 4));
+    assert_eq!(
+        ids[2..].to_vec(),
+        vec![3, 4],
+        "É (U+00C9) before é (U+00E9)"
+    );
+
+    // A conditional write's lock holds another writer off until the transaction ends.
+    let mut tx = pool.begin_with(host.begin_write).await.unwrap();
+    let locked = tables.locked(&mut tx, 1).await.unwrap().expect("book 1");
+    assert_eq!(
+        (locked.title.as_str(), locked.author_name.as_deref()),
+        ("Dune", Some("Ann"))
+    );
+    assert!(tables.locked(&mut tx, 5).await.unwrap().is_none());
+    let written = AtomicBool::new(false);
+    let other = async {
+        run(format!(
+            "UPDATE {s}titles SET heading = 'Dune 2' WHERE title_code = 1"
+        ))
+        .await;
+        written.store(true, Ordering::SeqCst);
+    };
+    let holder = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !written.load(Ordering::SeqCst),
+            "the other write waits for the lock"
+        );
+        tx.commit().await.unwrap();
+    };
+    tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(other, holder)
+    })
+    .await
+    .expect("the other write ends within 30 s");
+    assert!(written.load(Ordering::SeqCst));
+}

@@ -1,6 +1,7 @@
 //! What the schema keeps: four-byte characters, 255-character titles, times in UTC
 //! whatever the session's zone, ids up to `i64::MAX`; and key records in a host's own
-//! database.
+//! database, and books-sqlx's reads over a host's tables in MariaDB's default
+//! collation.
 
 use books_core::store::{AuthorStore, BookInput, ListQuery};
 use chrono::{TimeZone, Utc};
@@ -157,4 +158,30 @@ async fn key_records_over_a_host_table() {
         .await
         .unwrap();
     common::key_records_keep_replay_and_expire(&pool, &format!("{database}.api_keys")).await;
+}
+
+/// books-sqlx's reads over a host's tables of other names, the title in MariaDB's default
+/// case-insensitive collation.
+#[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn book_tables_over_host_tables() {
+    let _cleanup = cleanup();
+    let database = fresh_database().await;
+    let pool = MySqlPool::connect_with(options_in(&database))
+        .await
+        .unwrap();
+    let host = common::HostTables {
+        schema: format!("{database}."),
+        create: [
+            "CREATE TABLE {s}people (person_code BIGINT PRIMARY KEY, \
+             display_name VARCHAR(100)) DEFAULT CHARSET = utf8mb4",
+            "CREATE TABLE {s}titles (title_code BIGINT PRIMARY KEY, \
+             heading VARCHAR(255) NOT NULL, released INT NOT NULL, penned_by BIGINT, \
+             inserted_at DATETIME(6) NOT NULL, touched_at DATETIME(6) NOT NULL) \
+             DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci",
+        ],
+        begin_write: "BEGIN",
+        time: "'2026-01-01 00:00:00'",
+    };
+    common::book_tables_read_in_the_api_names(&pool, host).await;
 }

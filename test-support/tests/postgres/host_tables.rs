@@ -1,6 +1,6 @@
 //! Another program's write transaction left open, beside the store and beside a host's own
 //! tables under books-sqlx's [`VersionTriggers`]: it holds up no unrelated writer on the
-//! counters; and key records in a host's own schema.
+//! counters; and books-sqlx's reads and key records over a host's own schema.
 
 use books_sqlx::VersionTriggers;
 use books_sqlx::sqlx::Postgres;
@@ -171,4 +171,36 @@ async fn key_records_over_a_host_table() {
         .await
         .unwrap();
     common::key_records_keep_replay_and_expire(&pool, &format!("{schema}.api_keys")).await;
+}
+
+/// books-sqlx's reads over a host's tables of other names.
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn book_tables_over_host_tables() {
+    let _cleanup = cleanup();
+    let schema = fresh_schema().await;
+    let pool = PgPoolOptions::new()
+        .max_connections(3)
+        .connect(&url())
+        .await
+        .unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&pool)
+        .await
+        .unwrap();
+    let host = common::HostTables {
+        schema: format!("{schema}."),
+        create: [
+            "CREATE TABLE {s}people (person_code BIGINT PRIMARY KEY, display_name TEXT)",
+            "CREATE TABLE {s}titles (title_code BIGINT PRIMARY KEY, heading TEXT NOT NULL, \
+             released INTEGER NOT NULL, penned_by BIGINT, inserted_at TIMESTAMPTZ NOT NULL, \
+             touched_at TIMESTAMPTZ NOT NULL)",
+        ],
+        begin_write: "BEGIN",
+        time: "TIMESTAMPTZ '2026-01-01 00:00:00+00'",
+    };
+    common::book_tables_read_in_the_api_names(&pool, host).await;
 }
