@@ -55,6 +55,7 @@ mod creates;
 mod driver;
 mod error;
 mod key_records;
+mod key_sql;
 mod list_sql;
 mod migrate;
 #[cfg(feature = "mysql")]

@@ -4,8 +4,7 @@
 //! differs between the databases.
 
 use books_core::store::{
-    BookInput, BookPage, BookRecord, IdempotencyKey, IdempotencyRecord, KeyedCreate, ListQuery,
-    StoreError, StoredAnswer,
+    BookInput, BookPage, BookRecord, IdempotencyRecord, KeyedCreate, ListQuery, StoreError,
 };
 use chrono::{DateTime, Utc};
 
@@ -130,26 +129,6 @@ pub(crate) async fn forget_keys(
         .write(&store.sql().keys.forget_expired, None, &args)
         .await;
     Ok(rows.or_store_error()?.len() as u64)
-}
-
-/// The arguments that keep `key`'s record for the answer to `book` (`now`: records that
-/// expired by then are replaced).
-pub(crate) fn key_args<'a>(
-    key: &'a IdempotencyKey,
-    answer: &'a StoredAnswer,
-    now: DateTime<Utc>,
-) -> [Arg<'a>; 9] {
-    [
-        Arg::Text(&key.key),
-        Arg::Blob(&key.fingerprint),
-        Arg::Int4(i32::from(answer.status)),
-        Arg::Text(&answer.content_type),
-        Arg::Text(&answer.location),
-        Arg::Text(&answer.etag),
-        Arg::Blob(&answer.body),
-        Arg::Time(key.expires_at),
-        Arg::Time(now),
-    ]
 }
 
 /// [`BookStore::update`](books_core::store::BookStore::update).

@@ -9,7 +9,7 @@
     allow(dead_code)
 )]
 
-use crate::key_records::KeyStatements;
+use crate::key_sql::KeyStatements;
 use crate::statement::{Dialect, Statement};
 
 /// The page's total and version columns, summed over the counter's slots.

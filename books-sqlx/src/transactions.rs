@@ -51,7 +51,7 @@ pub(crate) async fn keep_key<DB: Driver>(
     let Some(key) = &new.key else {
         return Ok(true);
     };
-    crate::key_records::keep::<DB>(conn, &sql.keys, persistent, (key, book, new.now)).await
+    crate::key_sql::keep::<DB>(conn, &sql.keys, persistent, (key, book, new.now)).await
 }
 
 /// The book `id` with its row locked for a conditional write, and its author's row
