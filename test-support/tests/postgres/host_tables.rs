@@ -152,14 +152,8 @@ async fn a_host_write_left_open_holds_up_no_write_of_the_store() {
     );
 }
 
-/// books-sqlx's key records over a table in a host's schema.
-#[cfg_attr(
-    not(books_test_postgres),
-    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
-)]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn key_records_over_a_host_table() {
-    let _cleanup = cleanup();
+/// A new schema of the host's, empty, and a pool of three.
+async fn host_schema() -> (String, PgPool) {
     let schema = fresh_schema().await;
     let pool = PgPoolOptions::new()
         .max_connections(3)
@@ -170,6 +164,18 @@ async fn key_records_over_a_host_table() {
         .execute(&pool)
         .await
         .unwrap();
+    (schema, pool)
+}
+
+/// books-sqlx's key records over a table in a host's schema.
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn key_records_over_a_host_table() {
+    let _cleanup = cleanup();
+    let (schema, pool) = host_schema().await;
     common::key_records_keep_replay_and_expire(&pool, &format!("{schema}.api_keys")).await;
 }
 
@@ -181,16 +187,7 @@ async fn key_records_over_a_host_table() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn book_tables_over_host_tables() {
     let _cleanup = cleanup();
-    let schema = fresh_schema().await;
-    let pool = PgPoolOptions::new()
-        .max_connections(3)
-        .connect(&url())
-        .await
-        .unwrap();
-    sqlx::raw_sql(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&pool)
-        .await
-        .unwrap();
+    let (schema, pool) = host_schema().await;
     let host = common::HostTables {
         schema: format!("{schema}."),
         create: [
