@@ -63,6 +63,7 @@ mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod queries;
+mod retry;
 mod rows;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod servers;
@@ -90,6 +91,7 @@ pub use mysql::MySqlStore;
 #[cfg(feature = "postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub use postgres::{PostgresStore, push};
+pub use retry::{CONFLICT_TRIES, is_conflict, retry_conflicts};
 pub use rows::BookRow;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "postgres", feature = "mysql"))))]

@@ -6,7 +6,6 @@ mod replicas;
 use std::str::FromStr;
 
 use books_core::store::StoreError;
-use metrics::counter;
 use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlConnection, MySqlPoolOptions, MySqlRow};
 use sqlx::pool::PoolOptions;
 use sqlx::{AssertSqlSafe, Executor, Row, Transaction};
@@ -17,15 +16,12 @@ use crate::backend::{Backend, Engine};
 use crate::batch::{self, NewBook};
 use crate::check::VersionCheck;
 use crate::driver::Driver;
-use crate::error::{OrStoreError, is_deadlock};
+use crate::error::OrStoreError;
+use crate::retry::retry_conflicts;
 use crate::servers::{Networked, Role, Servers, base_pool_options};
 use crate::statement::{Arg, Dialect, Statement};
 use crate::store::checked_name;
 use crate::{ACQUIRE_TIMEOUT, Error, STATEMENT_TIMEOUT, migrate};
-
-/// How many times in all a transaction that deadlocked (or lost a Galera certification
-/// conflict) is sent.
-pub const DEADLOCK_TRIES: u64 = 4;
 
 /// A MariaDB store (10.6 or later; feature `mysql`). Cloning is cheap (the pool is shared).
 ///
@@ -106,29 +102,14 @@ impl Engine for MySql {
 
     /// A transaction that deadlocked (or, on Galera, lost a certification conflict at
     /// commit: 1213 too, "retry the transaction") is rolled back whole, so sending it again
-    /// is safe: up to [`DEADLOCK_TRIES`] times in all before it counts as unavailable.
+    /// is safe: [`retry_conflicts`] before it counts as unavailable.
     async fn retried<T, F, Fut>(store: &MySqlStore, work: F) -> Result<T, sqlx::Error>
     where
         T: Send,
         F: Fn() -> Fut + Send + Sync,
         Fut: Future<Output = Result<T, sqlx::Error>> + Send,
     {
-        let attempts = async {
-            let mut tries = 1;
-            loop {
-                match work().await {
-                    Err(error) if is_deadlock(&error) && tries < DEADLOCK_TRIES => {
-                        counter!("books_store_deadlock_retries_total").increment(1);
-                        // A little apart, so that writers that collided do not again.
-                        let pause = 1 + (std::process::id() as u64 + tries) % 5;
-                        tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-                        tries += 1;
-                    }
-                    outcome => return outcome,
-                }
-            }
-        };
-        store.servers.primary(attempts).await
+        store.servers.primary(retry_conflicts(work)).await
     }
 
     /// One statement (the books as a JSON array, `JSON_TABLE`): one round trip for the

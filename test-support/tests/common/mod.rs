@@ -705,3 +705,66 @@ pub async fn book_tables_read_in_the_api_names<DB>(
     .expect("the other write ends within 30 s");
     assert!(written.load(Ordering::SeqCst));
 }
+
+/// books-sqlx's [`retry_conflicts`](books_sqlx::retry_conflicts) in a host's `table` (a
+/// name it creates): two transactions that update two rows in opposite orders deadlock,
+/// and the database rolls one back as [`is_conflict`](books_sqlx::is_conflict) says;
+/// sent through `retry_conflicts`, both commit. (SQLite's writers wait for each other
+/// instead: its binary does not run it.)
+#[allow(dead_code)]
+pub async fn crossed_writes_are_sent_again<DB>(pool: &books_sqlx::sqlx::Pool<DB>, table: &str)
+where
+    DB: books_sqlx::Backend,
+    for<'c> &'c mut DB::Connection: books_sqlx::sqlx::Executor<'c, Database = DB>,
+{
+    use std::time::Duration;
+
+    use books_sqlx::sqlx::{self, AssertSqlSafe};
+    use books_sqlx::{is_conflict, retry_conflicts};
+
+    let sql = |text: String| sqlx::raw_sql(AssertSqlSafe(text));
+    sql(format!(
+        "CREATE TABLE {table} (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)"
+    ))
+    .execute(pool)
+    .await
+    .unwrap();
+    sql(format!("INSERT INTO {table} (id, n) VALUES (1, 0), (2, 0)"))
+        .execute(pool)
+        .await
+        .unwrap();
+    let crossed = |first: i64, second: i64| async move {
+        let mut tx = pool.begin().await?;
+        let add = |id| sql(format!("UPDATE {table} SET n = n + 1 WHERE id = {id}"));
+        add(first).execute(&mut *tx).await?;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        add(second).execute(&mut *tx).await?;
+        tx.commit().await
+    };
+    let bound = Duration::from_secs(30);
+
+    let (a, b) = tokio::time::timeout(bound, async { tokio::join!(crossed(1, 2), crossed(2, 1)) })
+        .await
+        .expect("both end within 30 s");
+    let failed: Vec<sqlx::Error> = [a, b].into_iter().filter_map(Result::err).collect();
+    assert_eq!(failed.len(), 1, "one of the two is rolled back: {failed:?}");
+    assert!(
+        is_conflict(&failed[0]),
+        "a conflict to send again: {:?}",
+        failed[0]
+    );
+
+    let (a, b) = tokio::time::timeout(bound, async {
+        tokio::join!(
+            retry_conflicts(|| crossed(1, 2)),
+            retry_conflicts(|| crossed(2, 1))
+        )
+    })
+    .await
+    .expect("both end within 30 s");
+    a.expect("sent again, it commits");
+    b.expect("sent again, it commits");
+    // Each row: once from the first round's survivor, twice from the second.
+    let done = sql(format!("SELECT id FROM {table} WHERE n = 3"));
+    assert_eq!(done.fetch_all(pool).await.unwrap().len(), 2);
+}

@@ -1,7 +1,7 @@
 //! What the schema keeps: four-byte characters, 255-character titles, times in UTC
 //! whatever the session's zone, ids up to `i64::MAX`; and key records in a host's own
-//! database, and books-sqlx's reads over a host's tables in MariaDB's default
-//! collation.
+//! database, books-sqlx's reads over a host's tables in MariaDB's default collation,
+//! and its retry of a deadlocked transaction.
 
 use books_core::store::{AuthorStore, BookInput, ListQuery};
 use chrono::{TimeZone, Utc};
@@ -184,4 +184,16 @@ async fn book_tables_over_host_tables() {
         time: "'2026-01-01 00:00:00'",
     };
     common::book_tables_read_in_the_api_names(&pool, host).await;
+}
+
+/// books-sqlx's retry of a transaction MariaDB rolled back to break a deadlock.
+#[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crossed_writes_are_sent_again() {
+    let _cleanup = cleanup();
+    let database = fresh_database().await;
+    let pool = MySqlPool::connect_with(options_in(&database))
+        .await
+        .unwrap();
+    common::crossed_writes_are_sent_again(&pool, &format!("{database}.pairs")).await;
 }

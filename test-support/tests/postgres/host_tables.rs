@@ -1,6 +1,6 @@
 //! Another program's write transaction left open, beside the store and beside a host's own
 //! tables under books-sqlx's [`VersionTriggers`]: it holds up no unrelated writer on the
-//! counters; and books-sqlx's reads and key records over a host's own schema.
+//! counters; and books-sqlx's reads, key records and retries over a host's own schema.
 
 use books_sqlx::VersionTriggers;
 use books_sqlx::sqlx::Postgres;
@@ -200,4 +200,16 @@ async fn book_tables_over_host_tables() {
         time: "TIMESTAMPTZ '2026-01-01 00:00:00+00'",
     };
     common::book_tables_read_in_the_api_names(&pool, host).await;
+}
+
+/// books-sqlx's retry of a transaction PostgreSQL rolled back to break a deadlock.
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crossed_writes_are_sent_again() {
+    let _cleanup = cleanup();
+    let (schema, pool) = host_schema().await;
+    common::crossed_writes_are_sent_again(&pool, &format!("{schema}.pairs")).await;
 }
