@@ -237,7 +237,7 @@ async fn host_migrations_and_ours_share_one_file_in_either_order() {
 async fn key_records_over_a_host_table() {
     let options = SqliteStore::options(&url(&fresh_path())).unwrap();
     let pool = SqlitePool::connect_with(options).await.unwrap();
-    common::key_records_keep_replay_and_expire(&pool, "api_keys").await;
+    common::parts::key_records_keep_replay_and_expire(&pool, "api_keys").await;
 }
 
 /// books-sqlx's reads over a host's tables of other names.
@@ -245,7 +245,7 @@ async fn key_records_over_a_host_table() {
 async fn book_tables_over_host_tables() {
     let options = SqliteStore::options(&url(&fresh_path())).unwrap();
     let pool = SqlitePool::connect_with(options).await.unwrap();
-    let host = common::HostTables {
+    let host = common::parts::HostTables {
         schema: String::new(),
         create: [
             "CREATE TABLE people (person_code INTEGER PRIMARY KEY, display_name TEXT)",
@@ -256,7 +256,7 @@ async fn book_tables_over_host_tables() {
         begin_write: "BEGIN IMMEDIATE",
         time: "'2026-01-01 00:00:00'",
     };
-    common::book_tables_read_in_the_api_names(&pool, host).await;
+    common::parts::book_tables_read_in_the_api_names(&pool, host).await;
 }
 
 /// The versions of our embedded migrations.

@@ -157,7 +157,7 @@ async fn key_records_over_a_host_table() {
     let pool = MySqlPool::connect_with(options_in(&database))
         .await
         .unwrap();
-    common::key_records_keep_replay_and_expire(&pool, &format!("{database}.api_keys")).await;
+    common::parts::key_records_keep_replay_and_expire(&pool, &format!("{database}.api_keys")).await;
 }
 
 /// books-sqlx's reads over a host's tables of other names, the title in MariaDB's default
@@ -170,7 +170,7 @@ async fn book_tables_over_host_tables() {
     let pool = MySqlPool::connect_with(options_in(&database))
         .await
         .unwrap();
-    let host = common::HostTables {
+    let host = common::parts::HostTables {
         schema: format!("{database}."),
         create: [
             "CREATE TABLE {s}people (person_code BIGINT PRIMARY KEY, \
@@ -183,7 +183,7 @@ async fn book_tables_over_host_tables() {
         begin_write: "BEGIN",
         time: "'2026-01-01 00:00:00'",
     };
-    common::book_tables_read_in_the_api_names(&pool, host).await;
+    common::parts::book_tables_read_in_the_api_names(&pool, host).await;
 }
 
 /// books-sqlx's retry of a transaction MariaDB rolled back to break a deadlock.
@@ -195,5 +195,5 @@ async fn crossed_writes_are_sent_again() {
     let pool = MySqlPool::connect_with(options_in(&database))
         .await
         .unwrap();
-    common::crossed_writes_are_sent_again(&pool, &format!("{database}.pairs")).await;
+    common::parts::crossed_writes_are_sent_again(&pool, &format!("{database}.pairs")).await;
 }

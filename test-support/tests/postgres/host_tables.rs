@@ -176,7 +176,7 @@ async fn host_schema() -> (String, PgPool) {
 async fn key_records_over_a_host_table() {
     let _cleanup = cleanup();
     let (schema, pool) = host_schema().await;
-    common::key_records_keep_replay_and_expire(&pool, &format!("{schema}.api_keys")).await;
+    common::parts::key_records_keep_replay_and_expire(&pool, &format!("{schema}.api_keys")).await;
 }
 
 /// books-sqlx's reads over a host's tables of other names.
@@ -188,7 +188,7 @@ async fn key_records_over_a_host_table() {
 async fn book_tables_over_host_tables() {
     let _cleanup = cleanup();
     let (schema, pool) = host_schema().await;
-    let host = common::HostTables {
+    let host = common::parts::HostTables {
         schema: format!("{schema}."),
         create: [
             "CREATE TABLE {s}people (person_code BIGINT PRIMARY KEY, display_name TEXT)",
@@ -199,7 +199,7 @@ async fn book_tables_over_host_tables() {
         begin_write: "BEGIN",
         time: "TIMESTAMPTZ '2026-01-01 00:00:00+00'",
     };
-    common::book_tables_read_in_the_api_names(&pool, host).await;
+    common::parts::book_tables_read_in_the_api_names(&pool, host).await;
 }
 
 /// books-sqlx's retry of a transaction PostgreSQL rolled back to break a deadlock.
@@ -211,5 +211,5 @@ async fn book_tables_over_host_tables() {
 async fn crossed_writes_are_sent_again() {
     let _cleanup = cleanup();
     let (schema, pool) = host_schema().await;
-    common::crossed_writes_are_sent_again(&pool, &format!("{schema}.pairs")).await;
+    common::parts::crossed_writes_are_sent_again(&pool, &format!("{schema}.pairs")).await;
 }
