@@ -28,6 +28,14 @@
 //! # }).unwrap();
 //! ```
 //!
+//! A store over a host's own tables is built on this crate's parts, on any of the three
+//! databases: [`BookTables`] (a book, a page and its total, a book locked for a
+//! conditional write, from the host's column names) with [`snapshot`],
+//! [`VersionTriggers`] (the versions tier), [`KeyRecords`] (idempotent creates),
+//! [`ListClauses`] (a filter and sort for statements of the host's own),
+//! [`retry_conflicts`] and [`store_error`]. The repository's `docs/stores.md` walks
+//! through one.
+//!
 //! Migrations record their versions in [`MIGRATIONS_TABLE`], not in sqlx's default
 //! `_sqlx_migrations`, so they live beside a host's own sqlx migrations in one database.
 //! A host that runs migrations with other tooling takes our SQL from `migrator()`
