@@ -29,7 +29,10 @@ pub struct AuthorColumns<'a> {
 /// the database `DB`: every book with its author's name (a `LEFT JOIN`: a book without
 /// an author, or whose author is gone, reads with none), in the API's names. Values are
 /// always bound; the table and column names are written in as given (the host's own
-/// SQL, never a client's).
+/// SQL, never a client's). Ids decode as 64-bit integers, the year as a 32-bit one and
+/// times as instants in UTC: give a column of another type, or one that may hold null,
+/// through an expression (`CAST(…)`, `COALESCE(…)`). Statements are kept prepared on
+/// their connections, as sqlx's own are by default.
 ///
 /// ```no_run
 /// # #[cfg(feature = "mysql")]
@@ -59,6 +62,18 @@ pub struct BookTables<DB: Backend> {
     /// The book `$1`; the book `$1` locked (its author's name left null); the author
     /// `$1`'s name, locked.
     statements: [Statement; 3],
+}
+
+impl<DB: Backend> Clone for BookTables<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            database: PhantomData,
+            books: self.books,
+            columns: self.columns,
+            select: self.select.clone(),
+            statements: self.statements.clone(),
+        }
+    }
 }
 
 impl<DB: Backend> BookTables<DB> {
@@ -182,7 +197,8 @@ impl<DB: Backend> BookTables<DB> {
 
 /// A transaction on `pool` whose reads see one snapshot of the database, for a page and
 /// its total: PostgreSQL's `REPEATABLE READ` (its default `READ COMMITTED` takes one per
-/// statement), MariaDB's `WITH CONSISTENT SNAPSHOT`, SQLite's plain `BEGIN`.
+/// statement), MariaDB's `WITH CONSISTENT SNAPSHOT` (one snapshot under its default
+/// `REPEATABLE READ`, not on a server set to `READ COMMITTED`), SQLite's plain `BEGIN`.
 pub async fn snapshot<DB: Backend>(
     pool: &sqlx::Pool<DB>,
 ) -> Result<sqlx::Transaction<'static, DB>, Error> {

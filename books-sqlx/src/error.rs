@@ -194,12 +194,15 @@ fn is_transient(code: Option<&str>) -> bool {
         // transaction (a primary that became a standby), too many connections and
         // configuration limits, object not in prerequisite state (a database not
         // accepting connections, WAL functions during recovery), statement timeout,
-        // admin/crash shutdown, cannot connect now, idle-session timeout.
+        // admin/crash shutdown, cannot connect now, idle-session timeout; a transaction
+        // rolled back to settle a conflict (serialization failure, deadlock).
         Some(code) if code.len() == 5 => {
             code.starts_with("08")
                 || matches!(
                     code,
-                    "25006"
+                    "40001"
+                        | "40P01"
+                        | "25006"
                         | "53300"
                         | "53400"
                         | "55000"

@@ -18,7 +18,10 @@ use crate::version_triggers::{last, name};
 /// ([`IdempotentCreates`](books_core::store::IdempotentCreates)): the host writes the
 /// book in a transaction of its own and calls [`keep`](Self::keep) in it; replays,
 /// expiry and the race of two requests with one key are this part's, as in this crate's
-/// stores (the conformance suite's `idempotent_creates` tier checks them).
+/// stores (the conformance suite's `idempotent_creates` tier checks them). On MariaDB,
+/// two requests that race to replace one *expired* record can deadlock (1213): run the
+/// create's transaction in [`retry_conflicts`](crate::retry_conflicts), as below and as
+/// the MariaDB store does.
 ///
 /// ```no_run
 /// # #[cfg(feature = "mysql")]
@@ -31,14 +34,16 @@ use crate::version_triggers::{last, name};
 /// let keys = KeyRecords::<MySql>::new("catalog.api_keys")?;
 /// keys.install(&pool).await?; // once, beside the host's migrations
 /// // IdempotentCreates::create_keyed:
-/// let mut tx = pool.begin().await?;
-/// // … the host's INSERT of `book` on `tx` …
-/// let created = if keys.keep(&mut tx, &key, &book, now).await? {
+/// let created = books_sqlx::retry_conflicts(|| async {
+///     let mut tx = pool.begin().await?;
+///     // … the host's INSERT of `book` on `tx` …
+///     if !keys.keep(&mut tx, &key, &book, now).await? {
+///         return Ok(KeyedCreate::Taken); // dropping `tx` rolls the book back
+///     }
 ///     tx.commit().await?;
-///     KeyedCreate::Created(book)
-/// } else {
-///     KeyedCreate::Taken // dropping `tx` rolls the book back
-/// };
+///     Ok::<_, books_sqlx::Error>(KeyedCreate::Created(book.clone()))
+/// })
+/// .await?;
 /// # let _ = created; Ok(()) }
 /// ```
 #[derive(Debug)]

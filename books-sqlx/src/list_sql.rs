@@ -83,8 +83,8 @@ impl ListValue {
 /// number given on PostgreSQL and SQLite, `?` on MariaDB (bind
 /// [`values`](Self::values) in order, which is the order they appear in). A page and its
 /// `COUNT(*)` in two statements share one set of clauses: number them from 1 and put the
-/// page's limit and offset after them (PostgreSQL refuses a statement that skips a
-/// number; on MariaDB, the limit's `?` after the condition's). Titles are compared as
+/// page's limit and offset after them, so that the count binds exactly its own (on
+/// MariaDB, the limit's `?` after the condition's). Titles are compared as
 /// the contract says ([`fold_title`]: ASCII letters case-insensitively, everything else
 /// exactly, `%` and `_` as themselves), by the filter and the sort alike whatever the
 /// host column's collation (MariaDB: in `utf8mb4_bin`, so a `utf8mb4` column).

@@ -2,6 +2,7 @@
 //! another ([`retry_conflicts`]): what the MariaDB store does with its writes, for a
 //! host's own store on any of the databases.
 
+use std::hash::{BuildHasher, RandomState};
 use std::time::Duration;
 
 use metrics::counter;
@@ -25,10 +26,11 @@ pub fn is_conflict(error: &sqlx::Error) -> bool {
 }
 
 /// Runs `work` (a whole transaction: it begins and commits inside) and, while it fails
-/// as [`is_conflict`] says, again: up to [`CONFLICT_TRIES`] times in all, a few
-/// milliseconds apart so that the writers that collided do not again. The last error is
-/// given back as it is ([`store_error`](crate::store_error) makes it a 503). Each retry
-/// counts in `books_store_deadlock_retries_total`.
+/// with a driver error that [`is_conflict`] (the error itself or one of its sources: a
+/// `sqlx::Error`, or this crate's [`Error`](crate::Error) from a part), again: up to [`CONFLICT_TRIES`] times in all, after a pause
+/// of 1 to 5 ms drawn at random, so that the writers that collided are unlikely to meet
+/// again. The last error is given back as it is ([`store_error`](crate::store_error)
+/// makes it a 503). Each retry counts in `books_store_deadlock_retries_total`.
 ///
 /// ```no_run
 /// # #[cfg(feature = "mysql")]
@@ -41,21 +43,34 @@ pub fn is_conflict(error: &sqlx::Error) -> bool {
 /// .await?;
 /// # Ok(()) }
 /// ```
-pub async fn retry_conflicts<T, F, Fut>(mut work: F) -> Result<T, sqlx::Error>
+pub async fn retry_conflicts<T, E, F, Fut>(mut work: F) -> Result<T, E>
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, sqlx::Error>>,
+    Fut: Future<Output = Result<T, E>>,
+    E: std::error::Error + 'static,
 {
     let mut tries = 1;
     loop {
         match work().await {
-            Err(error) if is_conflict(&error) && tries < CONFLICT_TRIES => {
+            Err(error) if caused_by_conflict(&error) && tries < CONFLICT_TRIES => {
                 counter!("books_store_deadlock_retries_total").increment(1);
-                let pause = 1 + (u64::from(std::process::id()) + tries) % 5;
+                let pause = 1 + RandomState::new().hash_one(tries) % 5;
                 tokio::time::sleep(Duration::from_millis(pause)).await;
                 tries += 1;
             }
             outcome => return outcome,
         }
     }
+}
+
+/// Whether `error`, or an error it was caused by, is a driver error [`is_conflict`].
+fn caused_by_conflict(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if error.downcast_ref::<sqlx::Error>().is_some_and(is_conflict) {
+            return true;
+        }
+        next = error.source();
+    }
+    false
 }

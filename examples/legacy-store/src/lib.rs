@@ -6,11 +6,11 @@
 //! writers(writer_no, full_name)
 //! ```
 //!
-//! [`CatalogueStore`] implements the data tier ([`catalogue`]), the versions tier
-//! ([`versions`], over books-sqlx's version triggers) and the idempotent-creates tier
-//! ([`keys`], over books-sqlx's key records): what `docs/stores.md` ("Writing a store")
-//! walks through. Its tests run those tiers of the conformance suite and the whole HTTP
-//! contract suite through it.
+//! [`CatalogueStore`] implements every tier on books-sqlx's parts: the data tier
+//! ([`catalogue`]), the versions tier and its tally ([`versions`]), conditional writes
+//! ([`conditional`]), idempotent creates ([`keys`]) and list queries: what
+//! `docs/stores.md` ("Writing a store") walks through. Its tests run every tier of the
+//! conformance suite and the whole HTTP contract suite through it.
 
 pub mod catalogue;
 pub mod conditional;

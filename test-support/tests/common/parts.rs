@@ -87,9 +87,16 @@ pub async fn key_records_keep_replay_and_expire<DB: books_sqlx::Backend>(
     // Expired: replaced; a keep that races it waits for its commit and is refused.
     let (kept, open) = keep(b"two", 3, t0 + Duration::hours(2)).await;
     assert!(kept, "an expired record is replaced");
-    let racer = keep(b"three", 4, t0 + Duration::hours(2));
+    let raced = std::sync::atomic::AtomicBool::new(false);
+    let racer = async {
+        let outcome = keep(b"three", 4, t0 + Duration::hours(2)).await;
+        raced.store(true, std::sync::atomic::Ordering::SeqCst);
+        outcome
+    };
     let commit = async {
         tokio::time::sleep(Wait::from_millis(200)).await;
+        let waited = !raced.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(waited, "the racing keep waits for the open one");
         open.commit().await.unwrap();
     };
     let ((kept, tx), ()) = timeout(Wait::from_secs(30), async { tokio::join!(racer, commit) })
@@ -247,28 +254,42 @@ pub async fn book_tables_read_in_the_api_names<DB>(
         ("Dune", Some("Ann"))
     );
     assert!(tables.locked(&mut tx, 5).await.unwrap().is_none());
-    let written = AtomicBool::new(false);
-    let other = async {
+    // Another program retitles the book, and renames its author (whose name is in the
+    // book's `ETag`): each waits for the lock.
+    let (retitled, renamed) = (AtomicBool::new(false), AtomicBool::new(false));
+    let retitle = async {
         run(format!(
             "UPDATE {s}titles SET heading = 'Dune 2' WHERE title_code = 1"
         ))
         .await;
-        written.store(true, Ordering::SeqCst);
+        retitled.store(true, Ordering::SeqCst);
+    };
+    let rename = async {
+        run(format!(
+            "UPDATE {s}people SET display_name = 'Anne' WHERE person_code = 1"
+        ))
+        .await;
+        renamed.store(true, Ordering::SeqCst);
     };
     let holder = async {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(
-            !written.load(Ordering::SeqCst),
-            "the other write waits for the lock"
+        let waited = (
+            !retitled.load(Ordering::SeqCst),
+            !renamed.load(Ordering::SeqCst),
+        );
+        assert_eq!(
+            waited,
+            (true, true),
+            "the book's and its author's writers wait"
         );
         tx.commit().await.unwrap();
     };
     tokio::time::timeout(Duration::from_secs(30), async {
-        tokio::join!(other, holder)
+        tokio::join!(retitle, rename, holder)
     })
     .await
-    .expect("the other write ends within 30 s");
-    assert!(written.load(Ordering::SeqCst));
+    .expect("the other writes end within 30 s");
+    assert!(retitled.load(Ordering::SeqCst) && renamed.load(Ordering::SeqCst));
 }
 
 /// books-sqlx's [`retry_conflicts`](books_sqlx::retry_conflicts) in a host's `table` (a
