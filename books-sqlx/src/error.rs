@@ -284,6 +284,8 @@ mod tests {
         assert!(is_transient(Some("6")));
         assert!(is_transient(Some("08006")));
         assert!(is_transient(Some("57014")));
+        assert!(is_transient(Some("40001")), "a serialization failure");
+        assert!(is_transient(Some("40P01")), "a deadlock");
         for code in [
             "08P01", "25006", "53300", "55000", "57P01", "57P02", "57P03", "57P05",
         ] {
