@@ -1,7 +1,7 @@
 //! The store against the conformance suite (every tier, with the host's own SQL writing
-//! beside the reads and a backup restored under them) and the HTTP contract with the cache on; and two mistakes the suite exists to
-//! catch: a version kept in memory, and a page whose total is read in another snapshot
-//! than its rows.
+//! beside the reads and a backup restored under them) and the HTTP contract with the
+//! cache on; and two mistakes the suite exists to catch: a version kept in memory, and a
+//! page whose total is read in another snapshot than its rows.
 
 mod common;
 
