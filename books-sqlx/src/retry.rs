@@ -29,8 +29,9 @@ pub fn is_conflict(error: &sqlx::Error) -> bool {
 /// because of a conflict ([`is_conflict`] of the error, or of a `sqlx::Error` among its
 /// causes, as in this crate's [`Error`](crate::Error) from a part), again: up to
 /// [`CONFLICT_TRIES`] times in all, after a pause of 1 to 5 ms drawn at random, so that
-/// the writers that collided are unlikely to meet again. The last error is given back as it is ([`store_error`](crate::store_error)
-/// makes it a 503). Each retry counts in `books_store_deadlock_retries_total`.
+/// the writers that collided are unlikely to meet again. The last error is given back
+/// as it is ([`store_error`](crate::store_error) makes it a 503). Each retry counts in
+/// `books_store_deadlock_retries_total`.
 ///
 /// ```no_run
 /// # #[cfg(feature = "mysql")]
