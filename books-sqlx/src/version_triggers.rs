@@ -44,7 +44,7 @@ use crate::statement::{Arg, Dialect, Statement};
 /// `changes` count that inserts of books leave alone, which
 /// [`tallied_version`](Self::tallied_version) reads for
 /// [`VersionTally`](books_core::store::VersionTally): cached pages then survive creates.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct VersionTriggers<DB: Backend> {
     database: PhantomData<fn() -> DB>,
     dialect: Dialect,
@@ -53,6 +53,19 @@ pub struct VersionTriggers<DB: Backend> {
     others: Vec<String>,
     /// The books' id column, when the tally is kept.
     id: Option<String>,
+}
+
+impl<DB: Backend> Clone for VersionTriggers<DB> {
+    fn clone(&self) -> Self {
+        Self {
+            database: PhantomData,
+            dialect: self.dialect,
+            counter: self.counter.clone(),
+            books: self.books.clone(),
+            others: self.others.clone(),
+            id: self.id.clone(),
+        }
+    }
 }
 
 impl<DB: Backend> VersionTriggers<DB> {
@@ -80,6 +93,11 @@ impl<DB: Backend> VersionTriggers<DB> {
     pub fn with_tally(mut self, id: &str) -> Result<Self, Error> {
         self.id = Some(name(id)?);
         Ok(self)
+    }
+
+    /// Whether the counters keep the tally ([`with_tally`](Self::with_tally)).
+    pub fn tallies(&self) -> bool {
+        self.id.is_some()
     }
 
     /// The statements [`install`](Self::install) runs, for a host that migrates with

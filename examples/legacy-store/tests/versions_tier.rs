@@ -9,9 +9,7 @@ use books_core::Config;
 use books_core::testing::InProcess;
 use books_example_legacy_store::CatalogueStore;
 
-async fn fresh() -> CatalogueStore {
-    CatalogueStore::new(common::versioned_database().await)
-}
+use common::fresh;
 
 mod conformance {
     use super::*;

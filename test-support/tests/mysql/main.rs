@@ -296,6 +296,7 @@ fn unavailable<T: std::fmt::Debug>(result: &Result<T, StoreError>) -> bool {
 
 mod exactness;
 mod faults;
+mod host_store;
 mod migrations;
 #[path = "../common/proxy.rs"]
 mod proxy;

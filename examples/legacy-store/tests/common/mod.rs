@@ -6,7 +6,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use books_core::testing::store_cases::OutsideWrite;
-use books_example_legacy_store::{CatalogueStore, LEGACY_TABLES};
+use books_example_legacy_store::sqlite::{self, CatalogueStore, LEGACY_TABLES};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool};
 
 /// A new database file with the host's tables (and `extra` SQL), and a pool over it.
@@ -28,13 +28,9 @@ pub async fn host_database(extra: &str) -> SqlitePool {
     pool
 }
 
-/// A new database file with the host's tables, the version's triggers and the key records
-/// installed.
-pub async fn versioned_database() -> SqlitePool {
-    let pool = host_database("").await;
-    books_example_legacy_store::versions::VERSION.install(&pool).await.unwrap();
-    books_example_legacy_store::keys::KEYS.install(&pool).await.unwrap();
-    pool
+/// The store over a new database file with the host's tables.
+pub async fn fresh() -> CatalogueStore {
+    sqlite::store(host_database("").await).await.unwrap()
 }
 
 /// The host's tables, for a backup.
@@ -44,7 +40,7 @@ const TABLES: [&str; 3] = ["writers", "catalogue", "catalogue_version"];
 /// copies every table aside; restoring it puts their rows back, the version's counters
 /// included, and the ids' sequences).
 pub async fn host_writes(store: CatalogueStore, write: OutsideWrite) {
-    let pool = &store.pool;
+    let pool = store.pool();
     let script: Option<Vec<String>> = match &write {
         OutsideWrite::Snapshot { name } => Some(
             TABLES
