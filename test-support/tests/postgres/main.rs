@@ -293,6 +293,7 @@ mod batching;
 mod exactness;
 mod faults;
 mod hooked;
+mod host_store;
 mod host_tables;
 mod migrations;
 mod pooler;
