@@ -28,8 +28,10 @@
 //! # }).unwrap();
 //! ```
 //!
-//! A store over a host's own tables is built on this crate's parts, on any of the three
-//! databases: [`BookTables`] (a book, a page and its total, a book locked for a
+//! A store with every tier over a host's own tables, on any of the three databases, is
+//! a [`HostStore`]: the host gives its column names and its own insert, update and
+//! delete ([`HostWrites`]). Where it needs more, it builds on the parts `HostStore` is
+//! made of: [`BookTables`] (a book, a page and its total, a book locked for a
 //! conditional write, from the host's column names) with [`snapshot`],
 //! [`VersionTriggers`] (the versions tier), [`KeyRecords`] (idempotent creates),
 //! [`ListClauses`] (a filter and sort for statements of the host's own),

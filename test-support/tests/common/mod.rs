@@ -166,6 +166,34 @@ pub fn backup_sql(write: &OutsideWrite, db: Db) -> Option<Vec<String>> {
     Some(script)
 }
 
+/// What a host runs for a backup of `tables` taken (`Snapshot`: each copied aside) or
+/// restored (`Restore`: every row deleted, then put back, in the order given, so the
+/// version's counters go last and end as they were); `None` for any other write.
+#[allow(dead_code)] // the PostgreSQL and MariaDB host stores' (SQLite's is the example's)
+pub fn tables_backup_sql(write: &OutsideWrite, tables: &[&str]) -> Option<Vec<String>> {
+    Some(match write {
+        OutsideWrite::Snapshot { name } => tables
+            .iter()
+            .flat_map(|t| {
+                [
+                    format!("DROP TABLE IF EXISTS {name}_{t}"),
+                    format!("CREATE TABLE {name}_{t} AS SELECT * FROM {t}"),
+                ]
+            })
+            .collect(),
+        OutsideWrite::Restore { name } => tables
+            .iter()
+            .map(|t| format!("DELETE FROM {t}"))
+            .chain(
+                tables
+                    .iter()
+                    .map(|t| format!("INSERT INTO {t} SELECT * FROM {name}_{t}")),
+            )
+            .collect(),
+        _ => return None,
+    })
+}
+
 /// What a host's own SQL runs for a write from outside the store: the statement (tables
 /// written `{s}books`, so each store can put its schema there; `$N` placeholders, which
 /// SQLite and PostgreSQL take and the MariaDB tests make `?`) and its arguments.

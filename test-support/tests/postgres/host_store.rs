@@ -148,28 +148,7 @@ const BACKED_UP: [&str; 3] = ["people", "titles", "api_version"];
 /// included).
 async fn titles_writes(store: TitlesStore, write: OutsideWrite) {
     let mut host = store.pool().acquire().await.unwrap();
-    let script: Vec<String> = match &write {
-        OutsideWrite::Snapshot { name } => BACKED_UP
-            .iter()
-            .flat_map(|t| {
-                [
-                    format!("DROP TABLE IF EXISTS {name}_{t}"),
-                    format!("CREATE TABLE {name}_{t} AS SELECT * FROM {t}"),
-                ]
-            })
-            .collect(),
-        OutsideWrite::Restore { name } => BACKED_UP
-            .iter()
-            .map(|t| format!("DELETE FROM {t}"))
-            .chain(
-                BACKED_UP
-                    .iter()
-                    .map(|t| format!("INSERT INTO {t} SELECT * FROM {name}_{t}")),
-            )
-            .collect(),
-        _ => Vec::new(),
-    };
-    if !script.is_empty() {
+    if let Some(script) = common::tables_backup_sql(&write, &BACKED_UP) {
         let mut tx = host.begin().await.unwrap();
         for sql in script {
             sqlx::raw_sql(AssertSqlSafe(sql))
