@@ -27,15 +27,23 @@ async fn fresh_items() -> ItemsStore {
 /// The tables a backup holds: the host's and the version's counters.
 const BACKED_UP: [&str; 3] = ["creators", "items", "items_version"];
 
-/// A write from outside the store: the host's own SQL on its own tables (a backup
-/// copies every table aside; restoring it puts their rows back, the version's counters
-/// included).
+/// A write from outside the store: the host's own SQL on its own tables, on a
+/// connection of its own, as another program's (a backup copies every table aside;
+/// restoring it puts their rows back, the version's counters included).
 async fn items_writes(store: ItemsStore, write: OutsideWrite) {
-    let mut host = store.pool().acquire().await.unwrap();
+    let database = store
+        .pool()
+        .connect_options()
+        .get_database()
+        .map(str::to_owned);
+    let mut host = options_in(&database.expect("a database"))
+        .connect()
+        .await
+        .unwrap();
     if let Some(script) = common::tables_backup_sql(&write, &BACKED_UP) {
         for sql in script {
             sqlx::raw_sql(AssertSqlSafe(sql))
-                .execute(&mut *host)
+                .execute(&mut host)
                 .await
                 .unwrap();
         }
@@ -68,7 +76,7 @@ async fn items_writes(store: ItemsStore, write: OutsideWrite) {
         }
         other => panic!("no SQL for {other:?}"),
     };
-    done.execute(&mut *host).await.unwrap();
+    done.execute(&mut host).await.unwrap();
 }
 
 mod conformance {

@@ -143,11 +143,12 @@ async fn fresh_titles() -> TitlesStore {
 /// The tables a backup holds: the host's and the version's counters.
 const BACKED_UP: [&str; 3] = ["people", "titles", "api_version"];
 
-/// A write from outside the store: the host's own SQL on its own tables (a backup
-/// copies every table aside; restoring it puts their rows back, the version's counters
-/// included).
+/// A write from outside the store: the host's own SQL on its own tables, on a
+/// connection of its own, as another program's (a backup copies every table aside;
+/// restoring it puts their rows back, the version's counters included).
 async fn titles_writes(store: TitlesStore, write: OutsideWrite) {
-    let mut host = store.pool().acquire().await.unwrap();
+    let options = store.pool().connect_options();
+    let mut host = sqlx::ConnectOptions::connect(&*options).await.unwrap();
     if let Some(script) = common::tables_backup_sql(&write, &BACKED_UP) {
         let mut tx = host.begin().await.unwrap();
         for sql in script {
@@ -185,7 +186,7 @@ async fn titles_writes(store: TitlesStore, write: OutsideWrite) {
         }
         other => panic!("no SQL for {other:?}"),
     };
-    done.execute(&mut *host).await.unwrap();
+    done.execute(&mut host).await.unwrap();
 }
 
 mod conformance {
