@@ -24,7 +24,16 @@ use crate::{Error, store_error};
 /// A host's writes to its books table, each one statement of its own SQL on `conn`
 /// (inside a transaction the [`HostStore`] begins, commits and, on a conflict, sends
 /// again). The API's rules around them (reading the book back, 404 and 422, the
-/// precondition, the key's record) are the store's.
+/// precondition, the key's record) are the store's; the host's writes keep these:
+///
+/// - never begin, commit or roll back on `conn`, and give the driver's errors back as
+///   they are (a conflict is sent again, a foreign-key violation is a 422): a method may
+///   run more than once for one request;
+/// - ids only increase and are never reused (SQLite: `AUTOINCREMENT`);
+/// - the author is checked and held to the commit: a foreign key, or a locking read
+///   (SQLite's `BEGIN IMMEDIATE` holds everything; on PostgreSQL an `EXISTS` alone
+///   locks nothing, so a removed author's books would keep it);
+/// - `created_at` is set once, `updated_at` by every write, both to `now`.
 #[async_trait]
 pub trait HostWrites<DB: Backend>: Debug + Send + Sync + 'static {
     /// Inserts `new`, written at `now`, if its author exists: its id, or none if there
@@ -36,8 +45,9 @@ pub trait HostWrites<DB: Backend>: Debug + Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> Result<Option<i64>, sqlx::Error>;
 
-    /// Writes `new` over the book `id` at `now`, if its author exists: whether a row was
-    /// written.
+    /// Writes `new` over the book `id` at `now`, if its author exists: whether a row
+    /// matched (sqlx counts matched rows on all three databases, MariaDB included), so
+    /// false for no such book or no such author.
     async fn update(
         &self,
         conn: &mut DB::Connection,
@@ -92,8 +102,10 @@ pub(crate) struct Parts<DB: Backend, W> {
 }
 
 impl<DB: Backend, W: HostWrites<DB>> HostStore<DB, W> {
-    /// The store over `pool`: `tables` to read, `version` and `keys` installed beside
-    /// the host's tables, `writes` the host's own.
+    /// The store over `pool`: `tables` to read; `version` on the same books table,
+    /// `also` its authors' (a rename moves the version) and `with_tally` on the id
+    /// column, and `keys`, both installed by the host (`install` or `statements()`);
+    /// `writes` the host's own.
     pub fn new(
         pool: Pool<DB>,
         tables: BookTables<DB>,
@@ -139,7 +151,8 @@ impl<DB: Backend, W: HostWrites<DB>> HostStore<DB, W> {
         new: &BookInput,
         now: DateTime<Utc>,
     ) -> Result<Result<BookRecord, StoreError>, Error> {
-        let Some(id) = self.parts.writes.insert(tx, new, now).await? else {
+        let inserted = self.parts.writes.insert(tx, new, now).await;
+        let Some(Some(id)) = unless_author_refused(inserted)? else {
             return Ok(Err(StoreError::AuthorNotFound(new.author_id)));
         };
         let written = self.parts.tables.book(tx, id).await?;
@@ -155,15 +168,26 @@ impl<DB: Backend, W: HostWrites<DB>> HostStore<DB, W> {
         new: &BookInput,
         now: DateTime<Utc>,
     ) -> Result<Result<Option<BookRecord>, StoreError>, Error> {
-        let writes = &self.parts.writes;
-        let written = writes.update(tx, id, new, now).await?;
+        let written = self.parts.writes.update(tx, id, new, now).await;
+        let Some(written) = unless_author_refused(written)? else {
+            return Ok(Err(StoreError::AuthorNotFound(new.author_id)));
+        };
         let book = self.parts.tables.book(tx, id).await?;
-        // Nothing written to a book that is there: its author is missing (or, where the
-        // database counts changed rows only, the same values were written again).
-        if book.is_some() && !written && !writes.author_exists(tx, new.author_id).await? {
+        // No row matched a book that is there: its author is missing.
+        if book.is_some() && !written {
             return Ok(Err(StoreError::AuthorNotFound(new.author_id)));
         }
         Ok(Ok(book))
+    }
+}
+
+/// A host's write as it went, or none if the database refused its author by a foreign
+/// key (an author removed by a transaction the write waited for): the write then ends
+/// in [`StoreError::AuthorNotFound`], rolled back.
+fn unless_author_refused<T>(written: Result<T, sqlx::Error>) -> Result<Option<T>, Error> {
+    match written {
+        Err(sqlx::Error::Database(db)) if db.is_foreign_key_violation() => Ok(None),
+        written => Ok(Some(written?)),
     }
 }
 

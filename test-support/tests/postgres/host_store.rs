@@ -4,7 +4,7 @@
 //! whole HTTP suite.
 
 use async_trait::async_trait;
-use books_core::store::BookInput;
+use books_core::store::{AuthorStore, BookInput};
 use books_sqlx::sqlx::Postgres;
 use books_sqlx::{
     AuthorColumns, BookColumns, BookTables, HostAuthors, HostStore, HostWrites, KeyRecords,
@@ -211,4 +211,51 @@ mod http_contract {
         outside_writes: titles_writes,
         guard: cleanup,
     }
+}
+
+/// A create whose author another transaction removes while the create waits on it: the
+/// host's foreign key refuses the book, and the store answers 422, not 500.
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_author_removed_under_a_create_is_422() {
+    let _cleanup = cleanup();
+    let store = fresh_titles().await;
+    let author = store.add_author(Some("Leaving")).await.unwrap();
+    let options = store.pool().connect_options();
+    let mut remover = sqlx::ConnectOptions::connect(&*options).await.unwrap();
+    let mut removal = remover.begin().await.unwrap();
+    sqlx::query("DELETE FROM people WHERE person_code = $1")
+        .bind(author)
+        .execute(&mut *removal)
+        .await
+        .unwrap();
+    let book = BookInput {
+        title: "Orphan".into(),
+        author_id: author,
+        year: 2020,
+    };
+    let creating = tokio::spawn({
+        let store = store.clone();
+        async move { store.create(&book, chrono::Utc::now()).await }
+    });
+    // The create's foreign-key check waits for the removal's lock.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!creating.is_finished(), "the create waits for the removal");
+    removal.commit().await.unwrap();
+    let created = tokio::time::timeout(Duration::from_secs(10), creating)
+        .await
+        .expect("the create ends")
+        .unwrap();
+    assert!(
+        matches!(created, Err(StoreError::AuthorNotFound(id)) if id == author),
+        "{created:?}"
+    );
+    let page = store
+        .list(&books_core::store::ListQuery::new(0, 10))
+        .await
+        .unwrap();
+    assert_eq!(page.total, 0, "nothing written");
 }
