@@ -23,6 +23,7 @@ use tokio::time::timeout;
 
 use crate::driver::Driver;
 use crate::error::OrStoreError;
+use crate::lineage::{Lineage, POSITION_SQL, Position};
 use crate::rows::StoreRow;
 use crate::statement::{Arg, Dialect, Statement};
 
@@ -38,20 +39,30 @@ pub struct Checked {
     pub(crate) version: Version,
     /// The books' tally, read with the version.
     pub(crate) books: BooksTally,
+    /// Whether the tally and history were read (not the last check's).
+    fresh: bool,
 }
 
 /// The check's statement for tables behind `schema` (`$1`: the id the tally counts
 /// above, `$2`: the previous check's count): in one snapshot the version's count,
 /// `changes`, the total, and — unless the count is still the previous check's, which
 /// spares cached reads between writes two index scans and a look-up per check — the
-/// greatest id, how many books have an id greater than `$1`, and the history.
+/// greatest id, how many books have an id greater than `$1`, the history and, on
+/// PostgreSQL, its [`Position`].
 fn check_sql(dialect: Dialect) -> String {
     let history = history_sql(dialect);
+    let position = match dialect {
+        Dialect::Postgres => POSITION_SQL
+            .iter()
+            .map(|column| format!(", CASE WHEN v = $2 THEN NULL ELSE {column} END"))
+            .collect(),
+        _ => String::new(),
+    };
     format!(
         "SELECT v, c, n, \
          CASE WHEN v = $2 THEN NULL ELSE (SELECT COALESCE(MAX(id), 0) FROM {{s}}books) END, \
          CASE WHEN v = $2 THEN NULL ELSE (SELECT COUNT(*) FROM {{s}}books WHERE id > $1) END, \
-         CASE WHEN v = $2 THEN NULL ELSE {history} END \
+         CASE WHEN v = $2 THEN NULL ELSE {history} END{position} \
          FROM (SELECT CAST(SUM(version) AS {{int8}}) AS v, CAST(SUM(changes) AS {{int8}}) AS c, \
          CAST(SUM(n) AS {{int8}}) AS n FROM {{s}}book_count) t"
     )
@@ -107,6 +118,8 @@ pub struct VersionCheck<DB: Driver> {
     own: bool,
     /// The pool's switches of host: the own connection, opened at another, is dropped.
     generation: Option<Arc<Generation>>,
+    /// The history told, across lossless promotions (PostgreSQL).
+    lineage: Arc<Lineage>,
     connection: Mutex<CheckConnection<DB>>,
 }
 
@@ -152,6 +165,7 @@ impl<DB: Driver> VersionCheck<DB> {
             simple,
             own: own.is_some(),
             generation: own.flatten(),
+            lineage: Arc::default(),
             connection: Mutex::new(CheckConnection {
                 conn: None,
                 last: None,
@@ -199,9 +213,21 @@ impl<DB: Driver> VersionCheck<DB> {
         let row = rows
             .last()
             .ok_or_else(|| StoreError::other("the check read no row"))?;
-        let checked = read_checked(row, above, last).or_store_error()?;
+        let mut checked = read_checked(row, above, last).or_store_error()?;
+        if checked.fresh {
+            // PostgreSQL's position follows the six columns every database reads.
+            let at = (sqlx::Row::len(row) > 6).then(|| Position::read(row, 6));
+            let at = at.transpose().or_store_error()?;
+            checked.version.history = self.lineage.tell(checked.version.history, at);
+        }
         slot.last = Some(checked);
         Ok(checked)
+    }
+
+    /// The history this check tells, shared with the store's push listener.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn lineage(&self) -> Arc<Lineage> {
+        self.lineage.clone()
     }
 
     /// Runs `query` on the check's connection, between checks (see
@@ -284,9 +310,13 @@ fn read_checked<R: StoreRow>(
                 above,
                 count_above: count(count_above),
             },
+            fresh: true,
         },
         // Not read: the count is the last check's, and so are the tally and history.
-        (_, Some(last)) if last.version.count == count(version) => last,
+        (_, Some(last)) if last.version.count == count(version) => Checked {
+            fresh: false,
+            ..last
+        },
         _ => return Err(sqlx::Error::Protocol("the check read no tally".into())),
     })
 }

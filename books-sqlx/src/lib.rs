@@ -68,6 +68,7 @@ mod host_store;
 mod host_tiers;
 mod key_records;
 mod key_sql;
+mod lineage;
 mod list_sql;
 mod migrate;
 #[cfg(feature = "mysql")]

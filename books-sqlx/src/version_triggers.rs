@@ -7,11 +7,13 @@
 //! how a trigger is written; the three writers read side by side.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use books_core::store::{BooksTally, Version};
 
 use crate::Error;
 use crate::backend::Backend;
+use crate::lineage::{Lineage, POSITION_SQL, Position};
 use crate::rows::StoreRow;
 use crate::statement::{Arg, Dialect, Statement};
 
@@ -53,6 +55,8 @@ pub struct VersionTriggers<DB: Backend> {
     others: Vec<String>,
     /// The books' id column, when the tally is kept.
     id: Option<String>,
+    /// The history told across lossless promotions, shared by clones.
+    lineage: Arc<Lineage>,
 }
 
 impl<DB: Backend> Clone for VersionTriggers<DB> {
@@ -64,6 +68,7 @@ impl<DB: Backend> Clone for VersionTriggers<DB> {
             books: self.books.clone(),
             others: self.others.clone(),
             id: self.id.clone(),
+            lineage: self.lineage.clone(),
         }
     }
 }
@@ -80,6 +85,7 @@ impl<DB: Backend> VersionTriggers<DB> {
             books: name(books)?,
             others: Vec::new(),
             id: None,
+            lineage: Arc::default(),
         })
     }
 
@@ -131,12 +137,18 @@ impl<DB: Backend> VersionTriggers<DB> {
     }
 
     /// The version now, read on `conn`: its count, and the history the database tells
-    /// (as this crate's stores read it).
+    /// (as this crate's stores read it: on PostgreSQL, kept across a promotion of a
+    /// standby that replayed every position this value's reads saw).
     pub async fn version(&self, conn: &mut DB::Connection) -> Result<Version, Error> {
-        let text = format!("SELECT {}, {}", self.count_sql(), self.history_sql());
+        let text = format!(
+            "SELECT {}, {}{}",
+            self.count_sql(),
+            self.history_sql(),
+            self.position_sql()
+        );
         let rows = DB::text_rows(conn, text).await?;
         let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
-        Ok(Version::new(row.int(1)? as u64, row.int(0)? as u64))
+        Ok(Version::new(self.told(row, 1)?, row.int(0)? as u64))
     }
 
     /// [`VersionTally::tallied_version`](books_core::store::VersionTally::tallied_version)
@@ -155,10 +167,11 @@ impl<DB: Backend> VersionTriggers<DB> {
         let text = format!(
             "SELECT CAST(SUM(version) AS {int8}), CAST(SUM(changes) AS {int8}), \
              CAST(SUM(n) AS {int8}), (SELECT COALESCE(MAX({id}), 0) FROM {books}), \
-             (SELECT COUNT(*) FROM {books} WHERE {id} > $1), {history} FROM {counter}",
+             (SELECT COUNT(*) FROM {books} WHERE {id} > $1), {history}{position} FROM {counter}",
             books = self.books,
             counter = self.counter,
             history = self.history_sql(),
+            position = self.position_sql(),
         );
         let statement = Statement::new(&text, "", self.dialect);
         let rows = DB::rows(conn, &statement, &[Arg::Int(above)], false).await?;
@@ -171,13 +184,33 @@ impl<DB: Backend> VersionTriggers<DB> {
             above,
             count_above: count(row.int(4)?),
         };
-        Ok((Version::new(row.int(5)? as u64, count(row.int(0)?)), tally))
+        Ok((Version::new(self.told(row, 5)?, count(row.int(0)?)), tally))
     }
 
     fn int8(&self) -> &'static str {
         match self.dialect {
             Dialect::MySql => "SIGNED",
             _ => "BIGINT",
+        }
+    }
+
+    /// The history told for the one read in `row`'s column `history` (PostgreSQL: with
+    /// the position after it, see [`Lineage`]).
+    fn told<R: StoreRow>(&self, row: &R, history: usize) -> Result<u64, sqlx::Error> {
+        let at = match self.dialect {
+            Dialect::Postgres => Some(Position::read(row, history + 1)?),
+            _ => None,
+        };
+        Ok(self.lineage.tell(row.int(history)? as u64, at))
+    }
+
+    /// The columns of a version read's [`Position`] after a comma, on PostgreSQL.
+    fn position_sql(&self) -> String {
+        match self.dialect {
+            Dialect::Postgres => {
+                format!(", {}", POSITION_SQL.join(", ")).replace("{s}book_count", &self.counter)
+            }
+            _ => String::new(),
         }
     }
 

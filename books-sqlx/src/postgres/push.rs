@@ -27,6 +27,8 @@ use tokio::task::JoinHandle;
 use tokio::time::{sleep, timeout};
 
 use super::PostgresStore;
+use crate::lineage::{Lineage, POSITION_SQL, Position};
+use crate::rows::StoreRow;
 use crate::{ACQUIRE_TIMEOUT, Error};
 
 /// The channel the triggers notify (payload: the schema written to).
@@ -53,11 +55,17 @@ impl Push {
     /// Starts listening on a connection of its own, opened with `options` or, without,
     /// the store `pool`'s as they stand at each connection (they follow the primary
     /// through a failover); requests keep all of the pool, whose closing stops the
-    /// listener. `state` reads the version and whether push mode is on. Needs a tokio
-    /// runtime.
-    pub(crate) fn start(pool: &PgPool, options: Option<PgConnectOptions>, state: SqlStr) -> Self {
+    /// listener. `state` reads the version and whether push mode is on; `lineage` tells
+    /// the history as the store's check does. Needs a tokio runtime.
+    pub(crate) fn start(
+        pool: &PgPool,
+        options: Option<PgConnectOptions>,
+        state: SqlStr,
+        lineage: Arc<Lineage>,
+    ) -> Self {
         let known = Arc::default();
-        let task = tokio::spawn(listen(pool.clone(), options, state, Arc::clone(&known)));
+        let reader = Reader { state, lineage };
+        let task = tokio::spawn(listen(pool.clone(), options, reader, Arc::clone(&known)));
         Self { known, task }
     }
 
@@ -73,11 +81,17 @@ impl Drop for Push {
     }
 }
 
+/// The listener's read of the version, and the history the store tells for it.
+struct Reader {
+    state: SqlStr,
+    lineage: Arc<Lineage>,
+}
+
 /// Follows notifications, reconnecting after failures, until the store's pool is closed.
 async fn listen(
     store: PgPool,
     options: Option<PgConnectOptions>,
-    state: SqlStr,
+    reader: Reader,
     known: Arc<Mutex<Option<Version>>>,
 ) {
     let set = |version: Option<Version>| *known.lock().unwrap_or_else(|e| e.into_inner()) = version;
@@ -92,7 +106,7 @@ async fn listen(
                 .max_connections(1)
                 .acquire_timeout(ACQUIRE_TIMEOUT)
                 .connect_lazy_with(options);
-            let Err(error) = follow(&own, &state, &set).await;
+            let Err(error) = follow(&own, &reader, &set).await;
             set(None);
             tracing::warn!(%error, "push listener lost its connection; asking the database meanwhile");
             sleep(RECONNECT).await;
@@ -107,7 +121,7 @@ async fn listen(
 /// Follows notifications on one connection until it fails.
 async fn follow(
     pool: &PgPool,
-    state: &SqlStr,
+    reader: &Reader,
     set: &impl Fn(Option<Version>),
 ) -> Result<std::convert::Infallible, sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
@@ -115,15 +129,18 @@ async fn follow(
     loop {
         // Read on the listening connection: an answer proves it alive, and every
         // notification received before it is reflected.
-        let read =
-            sqlx::query_as::<_, (Option<i64>, i64, bool)>(state.clone()).fetch_one(&mut listener);
-        let (count, history, on) = timeout(PROBE_TIMEOUT, read).await.map_err(|_| {
+        let read = sqlx::query(reader.state.clone()).fetch_one(&mut listener);
+        let row = timeout(PROBE_TIMEOUT, read).await.map_err(|_| {
             sqlx::Error::Io(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 "the listener's read timed out",
             ))
         })??;
-        set(on.then(|| Version::new(history as u64, count.unwrap_or(0) as u64)));
+        let (count, history, on) = (row.maybe_int(0)?, row.int(1)?, row.flag(2)?);
+        let history = reader
+            .lineage
+            .tell(history as u64, Some(Position::read(&row, 3)?));
+        set(on.then(|| Version::new(history, count.unwrap_or(0) as u64)));
         match timeout(HEARTBEAT, listener.try_recv()).await {
             // A heartbeat: read again.
             Err(_) => {}
@@ -137,19 +154,20 @@ async fn follow(
 }
 
 /// The listener's read: the version's count and history (as the version check reads
-/// them), and whether both tables notify. A listener that reconnected to another server
-/// (a failover) reads another history: the cache takes it as a rewrite.
+/// them), whether both tables notify, and the version's [`Position`]. A listener that
+/// reconnected to another server (a failover) reads another history, which the store
+/// tells as the one before only after a promotion that lost nothing (see
+/// [`Lineage`]).
 pub(crate) fn state_sql(schema: &str) -> SqlStr {
-    // Safe: `schema` is empty or an identifier checked by the store.
-    sqlx::AssertSqlSafe(
-        "SELECT (SELECT CAST(SUM(version) AS BIGINT) FROM {s}book_count), \
-         hashtextextended(substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) || '/' \
-          || pg_relation_filenode('{s}book_count')::text, 0), \
+    let sql = format!(
+        "SELECT (SELECT CAST(SUM(version) AS BIGINT) FROM {{s}}book_count), {}, \
          (SELECT COUNT(*) FROM pg_trigger WHERE tgname = 'books_notify' AND tgenabled <> 'D' \
-          AND tgrelid IN (to_regclass('{s}books'), to_regclass('{s}authors'))) = 2"
-            .replace("{s}", schema),
-    )
-    .into_sql_str()
+          AND tgrelid IN (to_regclass('{{s}}books'), to_regclass('{{s}}authors'))) = 2, {}",
+        crate::check::history_sql(crate::statement::Dialect::Postgres),
+        POSITION_SQL.join(", ")
+    );
+    // Safe: `schema` is empty or an identifier checked by the store.
+    AssertSqlSafe(sql.replace("{s}", schema)).into_sql_str()
 }
 
 /// Connection options, without printing the password.
@@ -202,7 +220,13 @@ impl PostgresStore {
             }
         };
         let state = state_sql(&self.prefix());
-        self.extra.push = Some(Arc::new(Push::start(&self.servers.pool, options, state)));
+        let lineage = self.check.lineage();
+        self.extra.push = Some(Arc::new(Push::start(
+            &self.servers.pool,
+            options,
+            state,
+            lineage,
+        )));
         self
     }
 

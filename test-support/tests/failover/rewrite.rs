@@ -3,11 +3,15 @@
 //! own SQL. A store named by both hosts follows the promotion, and from then on every
 //! answer is the new history's: the lost book is never served from what the process kept,
 //! the new one always is. On PostgreSQL (streaming replication) and on MariaDB (GTID
-//! replication).
+//! replication). And a lossless one on PostgreSQL (the primary stopped cleanly, so its
+//! replica had every write): the process keeps its cached answers.
 
 use std::time::{Duration, Instant};
 
-use books_core::store::{AuthorStore, BookStore};
+use std::sync::Arc;
+
+use books_core::store::{AuthorStore, BookStore, Hooked, StoreCall};
+use books_core::testing::CountingHook;
 use books_core::{BooksApi, Config};
 use books_sqlx::{MySqlStore, PostgresStore};
 use books_test_support::{Cluster, MariaDb, started};
@@ -126,6 +130,82 @@ async fn postgres_a_lossy_failover_is_never_served_from_the_old_history() {
     )
     .await;
     assert_eq!(status, 201, "writes go to the new primary");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(books_test_pg_cluster),
+    ignore = "needs PostgreSQL's server tools (initdb)"
+)]
+async fn postgres_a_lossless_promotion_keeps_the_cached_answers() {
+    let _one_at_a_time = super::one_at_a_time().await;
+    let mut cluster = started(
+        Cluster::start(),
+        "a private PostgreSQL cluster (initdb, pg_ctl)",
+    );
+    assert!(
+        cluster.add_replica(Duration::ZERO).is_some(),
+        "a streaming replica"
+    );
+    let (primary, replica) = (cluster.primary().port(), cluster.replicas()[0].port());
+    let url = format!("postgres://postgres@127.0.0.1:{primary},127.0.0.1:{replica}/postgres");
+    let store = PostgresStore::connect_lazy(&url).expect("a multi-host URL");
+    store.migrate().await.expect("migrated");
+    let author = store.add_author(Some("Failover")).await.unwrap();
+    let kept = books_core::store::BookInput {
+        title: "Kept".into(),
+        author_id: author,
+        year: 2020,
+    };
+    let id = store.create(&kept, chrono::Utc::now()).await.unwrap().id;
+    let hooked = Arc::new(Hooked::new(store, CountingHook::default()));
+    let api = BooksApi::from_arc(hooked.clone(), Config::default());
+    let reads = || {
+        let hook = hooked.hook();
+        hook.count(StoreCall::Get) + hook.count(StoreCall::GetVersioned)
+    };
+    let book = format!("/api/books/{id}");
+    for _ in 0..2 {
+        let (status, _, json) = call(&api, "GET", &book, &[], "").await;
+        assert_eq!(status, 200, "{json}");
+    }
+    assert_eq!(reads(), 1, "the second answer is the cache's");
+
+    // Stopped cleanly, the primary sends its replica every write before it exits.
+    assert!(cluster.primary().down(), "the primary stopped");
+    assert!(cluster.promote(0), "the replica promoted");
+    let after = format!(
+        "INSERT INTO books (title, author_id, year, created_at, updated_at) VALUES ('After', {author}, 2021, now(), now())"
+    );
+    assert!(
+        cluster.replicas()[0].sql(&after).is_some(),
+        "the new timeline's first write"
+    );
+
+    // The first 200 from the new primary (its check reads the new timeline and the
+    // append) is the answer kept from the old one.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no 200 within 10 s of the promotion"
+        );
+        let before = reads();
+        let (status, retry, json) = call(&api, "GET", &book, &[], "").await;
+        if status == 200 {
+            assert_eq!(json["title"], "Kept", "{json}");
+            assert_eq!(
+                reads(),
+                before,
+                "answered from the cache kept before the promotion"
+            );
+            break;
+        }
+        assert!(status == 503 && retry, "{status} {json}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let titles = listed(&api).await.expect("the new primary answers");
+    assert_eq!(titles, ["Kept", "After"], "the page is the new primary's");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
