@@ -113,7 +113,7 @@ def one_run(binary, event, seconds):
     procs = []
     try:
         for port, url in zip(ports, chosen):
-            procs.append(start([binary, "--listen", f"127.0.0.1:{port}", "--database-url", url], port))
+            procs.append(start([binary, "--listen", f"127.0.0.1:{port}", "--database-url", url, "--metrics"], port))
         deadline = time.time() + 60
         while (answer := Client(ports[0]).send("GET", "/api/books?include=author"))[0] != 200:
             if time.time() > deadline:
@@ -147,6 +147,12 @@ def one_run(binary, event, seconds):
                 rows.setdefault(title, []).append(int(book))
         totals = [json.loads(Client(p).send("GET", "/api/books")[2] or b"{}").get("meta", {}).get("total")
                   for p in ports]
+        drops = Counter()
+        for p in ports:
+            for line in (Client(p).send("GET", "/metrics")[2] or b"").decode().splitlines():
+                if line.startswith("books_cache_history_rewrites_total{"):
+                    seen = line.split('seen="', 1)[1].split('"', 1)[0]
+                    drops[seen] += int(float(line.rsplit(" ", 1)[1]))
         firsts = [t for t in run.created if t > accepting]
         return {
             "event": event, "binary": os.path.basename(binary), "start": run.start, "event_at": event_at,
@@ -157,11 +163,21 @@ def one_run(binary, event, seconds):
             "twice": sum(1 for title, books in rows.items() if title.startswith("failover-") and len(books) > 1),
             "stale": run.stale,
             "totals_off": sum(1 for t in totals if t != sum(len(b) for b in rows.values())),
+            "cache_drops": dict(drops),
         }
     finally:
         stop(procs)
         cluster.stdin.close()
         cluster.wait(timeout=120)
+
+
+def describe_drops(drops):
+    """The servers' cache drops of every answer (`books_cache_history_rewrites_total`), by
+    what the check saw: "0", or "2 (history 1, count 1)"."""
+    total = sum(drops.values())
+    if not total:
+        return "0"
+    return f"{total} (" + ", ".join(f"{seen} {n}" for seen, n in sorted(drops.items())) + ")"
 
 
 def failover(args):
@@ -179,8 +195,8 @@ def failover(args):
     print(f"{args.seconds} s each, the event after {args.seconds // 3} s; {WRITERS} writers with keys "
           f"(each 201 read back at once), {READERS} readers; servers on core 0, one runtime thread.\n")
     print("| event | server | 200 | 201 | 503 | other | 503 without Retry-After | event → accepting | "
-          "accepting → first 201 | missing | twice | stale read-backs | totals off |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "accepting → first 201 | missing | twice | stale read-backs | totals off | cache drops |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         answers = Counter()
         for counts in r["seconds"].values():
@@ -189,7 +205,8 @@ def failover(args):
         first = "never" if r["first_201"] is None else f"{r['first_201']:.2f} s"
         print(f"| {r['event']} | {r['binary']} | {answers[200]} | {answers[201]} | {answers[503]} | {other} | "
               f"{r['bare_503']} | {r['accepting'] - r['event_at']:.1f} s | {first} | {r['missing']} | "
-              f"{r['twice']} | {r['stale']} / {r['acknowledged']} | {r['totals_off']} |")
+              f"{r['twice']} | {r['stale']} / {r['acknowledged']} | {r['totals_off']} | "
+              f"{describe_drops(r.get('cache_drops', {}))} |")
     for r in results:
         print(f"\n{r['event']}, {r['binary']}: answers per second (event at "
               f"{r['event_at'] - r['start']:.1f} s, accepting at {r['accepting'] - r['start']:.1f} s)\n")
