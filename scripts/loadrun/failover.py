@@ -113,7 +113,7 @@ def one_run(binary, event, seconds):
     procs = []
     try:
         for port, url in zip(ports, chosen):
-            procs.append(start([binary, "--listen", f"127.0.0.1:{port}", "--database-url", url, "--metrics"], port))
+            procs.append(start([binary, "--listen", f"127.0.0.1:{port}", "--database-url", url], port))
         deadline = time.time() + 60
         while (answer := Client(ports[0]).send("GET", "/api/books?include=author"))[0] != 200:
             if time.time() > deadline:

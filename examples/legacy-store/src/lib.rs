@@ -18,4 +18,5 @@
 pub mod mariadb;
 pub mod sqlite;
 
+pub use mariadb::ItemsStore;
 pub use sqlite::CatalogueStore;
