@@ -138,6 +138,22 @@ async fn postgres_a_lossy_failover_is_never_served_from_the_old_history() {
     ignore = "needs PostgreSQL's server tools (initdb)"
 )]
 async fn postgres_a_lossless_promotion_keeps_the_cached_answers() {
+    lossless_promotion(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(books_test_pg_cluster),
+    ignore = "needs PostgreSQL's server tools (initdb)"
+)]
+async fn postgres_a_lossless_promotion_keeps_the_cached_answers_in_push_mode() {
+    lossless_promotion(true).await;
+}
+
+/// A replica promoted after its primary stopped cleanly (so it has every write): the
+/// first answer from it is the one the process cached before, and in push mode the
+/// listener's version is trusted again (answers without a version query).
+async fn lossless_promotion(push: bool) {
     let _one_at_a_time = super::one_at_a_time().await;
     let mut cluster = started(
         Cluster::start(),
@@ -149,8 +165,12 @@ async fn postgres_a_lossless_promotion_keeps_the_cached_answers() {
     );
     let (primary, replica) = (cluster.primary().port(), cluster.replicas()[0].port());
     let url = format!("postgres://postgres@127.0.0.1:{primary},127.0.0.1:{replica}/postgres");
-    let store = PostgresStore::connect_lazy(&url).expect("a multi-host URL");
+    let mut store = PostgresStore::connect_lazy(&url).expect("a multi-host URL");
     store.migrate().await.expect("migrated");
+    if push {
+        store = store.listening();
+        store.set_push(true).await.expect("push mode on");
+    }
     let author = store.add_author(Some("Failover")).await.unwrap();
     let kept = books_core::store::BookInput {
         title: "Kept".into(),
@@ -160,10 +180,8 @@ async fn postgres_a_lossless_promotion_keeps_the_cached_answers() {
     let id = store.create(&kept, chrono::Utc::now()).await.unwrap().id;
     let hooked = Arc::new(Hooked::new(store, CountingHook::default()));
     let api = BooksApi::from_arc(hooked.clone(), Config::default());
-    let reads = || {
-        let hook = hooked.hook();
-        hook.count(StoreCall::Get) + hook.count(StoreCall::GetVersioned)
-    };
+    let count = |call| hooked.hook().count(call);
+    let reads = || count(StoreCall::Get) + count(StoreCall::GetVersioned);
     let book = format!("/api/books/{id}");
     for _ in 0..2 {
         let (status, _, json) = call(&api, "GET", &book, &[], "").await;
@@ -204,7 +222,35 @@ async fn postgres_a_lossless_promotion_keeps_the_cached_answers() {
         assert!(status == 503 && retry, "{status} {json}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let titles = listed(&api).await.expect("the new primary answers");
+    if push {
+        // The listener, on the new primary, tells the history the check tells: the
+        // cache trusts it and answers without asking the database.
+        let checks = || count(StoreCall::TalliedVersion) + count(StoreCall::Version);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            assert!(
+                Instant::now() < deadline,
+                "the pushed version not trusted within 10 s of the promotion"
+            );
+            let before = (checks(), reads());
+            let (status, _, json) = call(&api, "GET", &book, &[], "").await;
+            assert_eq!(status, 200, "{json}");
+            if (checks(), reads()) == before {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    // A page read from the store (a pooled connection to the old primary may fail
+    // first, with a 503).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let titles = loop {
+        if let Some(titles) = listed(&api).await {
+            break titles;
+        }
+        assert!(Instant::now() < deadline, "no page within 10 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(titles, ["Kept", "After"], "the page is the new primary's");
 }
 
