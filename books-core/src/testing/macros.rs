@@ -32,8 +32,10 @@
 /// without it the store's own [`AuthorStore`](crate::store::AuthorStore); a store whose
 /// authors are read-only gives the host's seeding instead.
 ///
-/// `guard` is for clean-up: its value is made before the case and dropped after it,
-/// passed or failed (dropping the databases or schemas the case made, say).
+/// `guard` is for clean-up: its value is made before the case, handed to `setup` by
+/// reference (`setup` is then an `async fn(&G) -> S`), and dropped after the case,
+/// passed or failed. So a setup that makes databases or schemas can ask for the guard
+/// that drops them, and cannot run without one.
 #[macro_export]
 macro_rules! store_conformance_suite {
     (
@@ -210,9 +212,9 @@ macro_rules! __store_case {
         $(#[$attr])*
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $case() {
-            $(let _guard = $guard;)?
+            $(let guard = $guard;)?
             let fixture = $crate::testing::store_cases::Fixture::new(
-                ($setup)().await,
+                $crate::__with_guard!(($setup) [$($guard, guard)?]).await,
                 $crate::__either!([$($authors)?] $crate::testing::store_cases::ThroughStore),
                 $crate::__either!(
                     [$(Some($crate::testing::store_cases::Outside::through($hook)))?]
@@ -222,6 +224,30 @@ macro_rules! __store_case {
             $(let fixture = $crate::__settling!($tier, fixture);)*
             $crate::testing::store_cases::$case(fixture $($(, $arg)*)?).await;
         }
+    };
+}
+
+/// `setup()`, or `setup(&guard)` when the suite has a guard.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_guard {
+    (($setup:expr) []) => {
+        ($setup)()
+    };
+    (($setup:expr) [$made:expr, $guard:ident]) => {
+        ($setup)(&$guard)
+    };
+}
+
+/// `make`, or `make` with the suite's guard handed to it.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __make_with_guard {
+    (($make:expr) []) => {
+        $make
+    };
+    (($make:expr) [$made:expr, $guard:ident]) => {
+        |config| ($make)(&$guard, config)
     };
 }
 
@@ -252,9 +278,10 @@ macro_rules! __settling {
 /// Runs the HTTP contract through a harness: `http_contract_suite!(make)` where `make`
 /// is a `Fn(Config) -> impl Future<Output = impl Harness>` building one API instance
 /// over a fresh, empty store. The long form takes attributes for every case and a guard
-/// held for each (as in [`store_conformance_suite!`](crate::store_conformance_suite)):
-/// `http_contract_suite! { #[…] make: in_process, outside_writes: host_sql, guard:
-/// cleanup }`. Cases of `If-Match`, `Idempotency-Key` and `filter[…]`/`sort` check the
+/// held for each and handed to `make` (as in
+/// [`store_conformance_suite!`](crate::store_conformance_suite); `make` is then a
+/// `Fn(&G, Config) -> impl Future<Output = impl Harness>`): `http_contract_suite! { #[…]
+/// make: in_process, outside_writes: host_sql, guard: cleanup }`. Cases of `If-Match`, `Idempotency-Key` and `filter[…]`/`sort` check the
 /// documented 501 instead when the harness's [`tiers`](crate::testing::Harness::tiers)
 /// lack the store tier they need.
 ///
@@ -278,9 +305,10 @@ macro_rules! http_contract_suite {
             $(#[$attr])*
             #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn reads_follow_writes_from_outside() {
-                $(let _guard = ($guard)();)?
+                $(let guard = ($guard)();)?
                 $(let outside = $crate::testing::store_cases::Outside::through($hook);)?
-                $crate::testing::http_cases::reads_follow_writes_from_outside(&$make, &outside)
+                let make = $crate::__make_with_guard!(($make) [$($guard, guard)?]);
+                $crate::testing::http_cases::reads_follow_writes_from_outside(&make, &outside)
                     .await;
             }
         );
@@ -381,8 +409,9 @@ macro_rules! __http_case {
         $(#[$attr])*
         #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $case() {
-            $(let _guard = $guard;)?
-            $crate::testing::http_cases::$case(&$make).await;
+            $(let guard = $guard;)?
+            let make = $crate::__make_with_guard!(($make) [$($guard, guard)?]);
+            $crate::testing::http_cases::$case(&make).await;
         }
     };
 }

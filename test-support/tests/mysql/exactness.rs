@@ -10,8 +10,8 @@ use super::*;
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_reads_see_every_writer() {
-    let _cleanup = cleanup();
-    let (ours, theirs, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (ours, theirs, host) = two_stores_and_a_host(&cleanup).await;
     cache_is_exact_across_writers(ours, theirs, async |sql, author| {
         host_sql(&host, sql, author).await
     })
@@ -21,8 +21,8 @@ async fn cached_reads_see_every_writer() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kept_pages_see_every_writer() {
-    let _cleanup = cleanup();
-    let (ours, theirs, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (ours, theirs, host) = two_stores_and_a_host(&cleanup).await;
     common::kept_pages_stay_exact_across_writers(ours, theirs, "", async |sql, author| {
         host_sql(&host, sql, author).await
     })
@@ -32,8 +32,8 @@ async fn kept_pages_see_every_writer() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deep_pages_cross_groups() {
-    let _cleanup = cleanup();
-    let (ours, _, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (ours, _, host) = two_stores_and_a_host(&cleanup).await;
     common::deep_pages_cross_groups(ours, async |sql, author| host_sql(&host, sql, author).await)
         .await;
 }
@@ -43,8 +43,8 @@ async fn deep_pages_cross_groups() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_create_fails_alone() {
-    let _cleanup = cleanup();
-    let (ours, _, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (ours, _, host) = two_stores_and_a_host(&cleanup).await;
     sqlx::raw_sql(
         "CREATE TRIGGER reject BEFORE INSERT ON books FOR EACH ROW \
          IF NEW.title = 'rejected' THEN \
@@ -61,8 +61,8 @@ async fn a_rejected_create_fails_alone() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncate_is_refused() {
-    let _cleanup = cleanup();
-    let (ours, _, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (ours, _, host) = two_stores_and_a_host(&cleanup).await;
     let author = ours.add_author(Some("A")).await.unwrap();
     host_sql(
         &host,
@@ -94,8 +94,8 @@ async fn truncate_is_refused() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recount_repairs_what_went_around_the_triggers() {
-    let _cleanup = cleanup();
-    let (ours, _, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (ours, _, host) = two_stores_and_a_host(&cleanup).await;
     let author = ours.add_author(Some("A")).await.unwrap();
     let api = BooksApi::new(ours.clone(), Config::default());
     let total = async || {

@@ -12,8 +12,8 @@ use super::*;
 
 /// A store of a fresh migrated database that reaches the server through `port` (where
 /// nothing listens until a [`Proxy`] does), and the real server's address.
-async fn migrated_behind(port: u16) -> (MySqlStore, String) {
-    let options = options_in(&fresh_database().await);
+async fn migrated_behind(cleanup: &Cleanup, port: u16) -> (MySqlStore, String) {
+    let options = options_in(&fresh_database(cleanup).await);
     let real = format!("{}:{}", options.get_host(), options.get_port());
     MySqlStore::connect_lazy_with(options.clone())
         .migrate()
@@ -33,9 +33,9 @@ async fn get(api: &BooksApi, path: &str) -> u16 {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_server_is_503_then_recovers() {
-    let _cleanup = cleanup();
+    let cleanup = cleanup();
     let port = free_port().await;
-    let (store, real) = migrated_behind(port).await;
+    let (store, real) = migrated_behind(&cleanup, port).await;
     let api = BooksApi::new(store, Config::default());
     let started = Instant::now();
     assert_eq!(get(&api, "/api/books").await, 503);
@@ -80,8 +80,8 @@ async fn unreachable_server_is_503_then_recovers() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_connections_are_503_then_replaced() {
-    let _cleanup = cleanup();
-    let (store, _, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (store, _, host) = two_stores_and_a_host(&cleanup).await;
     let author = store.add_author(None).await.unwrap();
     let database = database_of(&store);
     let ids: Vec<i64> = sqlx::query_scalar(
@@ -115,8 +115,8 @@ async fn killed_connections_are_503_then_replaced() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_lock_held_too_long_is_503() {
-    let _cleanup = cleanup();
-    let (store, _, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (store, _, host) = two_stores_and_a_host(&cleanup).await;
     let author = store.add_author(None).await.unwrap();
     let book = BookInput {
         title: "Held".into(),
@@ -152,8 +152,8 @@ async fn a_row_lock_held_too_long_is_503() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_over_its_time_bound_is_503() {
-    let _cleanup = cleanup();
-    let (store, _, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (store, _, host) = two_stores_and_a_host(&cleanup).await;
     let author = store.add_author(None).await.unwrap();
     sqlx::raw_sql("CREATE TRIGGER slow BEFORE INSERT ON books FOR EACH ROW DO SLEEP(1)")
         .execute(&host)
@@ -186,8 +186,8 @@ async fn a_statement_over_its_time_bound_is_503() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadlocked_write_is_sent_once_more() {
-    let _cleanup = cleanup();
-    let (store, _, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (store, _, host) = two_stores_and_a_host(&cleanup).await;
     let author = store.add_author(Some("A")).await.unwrap();
     let book = BookInput {
         title: "Contested".into(),
@@ -237,9 +237,9 @@ async fn a_deadlocked_write_is_sent_once_more() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn version_check_connection_recovers() {
     use books_core::store::Versions;
-    let _cleanup = cleanup();
+    let cleanup = cleanup();
     let port = free_port().await;
-    let (store, real) = migrated_behind(port).await;
+    let (store, real) = migrated_behind(&cleanup, port).await;
     let proxy = Proxy::start(port, real).await;
     let version = store.version().await.unwrap();
     proxy.silence(true);

@@ -16,8 +16,8 @@ const HOST_TABLES: &str = "\
         DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_general_ci";
 
 /// The store over a new database with the host's tables.
-async fn fresh_items() -> ItemsStore {
-    let pool = MySqlPool::connect_with(options_in(&fresh_database().await))
+async fn fresh_items(cleanup: &Cleanup) -> ItemsStore {
+    let pool = MySqlPool::connect_with(options_in(&fresh_database(cleanup).await))
         .await
         .unwrap();
     sqlx::raw_sql(HOST_TABLES).execute(&pool).await.unwrap();
@@ -92,8 +92,8 @@ mod conformance {
 
 mod http_contract {
     use super::*;
-    async fn in_process(config: Config) -> InProcess<ItemsStore> {
-        InProcess::new(fresh_items().await, config)
+    async fn in_process(cleanup: &Cleanup, config: Config) -> InProcess<ItemsStore> {
+        InProcess::new(fresh_items(cleanup).await, config)
     }
     books_core::http_contract_suite! {
         #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]

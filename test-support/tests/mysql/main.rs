@@ -7,7 +7,6 @@
 //! The replica tests start servers of their own (`books-test-support`). Each test drops
 //! the databases it made when it ends ([`cleanup`]).
 
-use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -101,14 +100,8 @@ async fn claim() {
         .await;
 }
 
-thread_local! {
-    /// The databases the test on this thread made, for [`cleanup`] to drop.
-    static MADE: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
-}
-
-/// A new, empty database for one test of this run, dropped when the test's [`cleanup`]
-/// guard goes.
-async fn fresh_database() -> String {
+/// A new, empty database for one test of this run, dropped when `cleanup` goes.
+async fn fresh_database(cleanup: &Cleanup) -> String {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     claim().await;
     let database = format!(
@@ -116,7 +109,7 @@ async fn fresh_database() -> String {
         run(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     );
-    MADE.with(|made| made.borrow_mut().push(database.clone()));
+    cleanup.made(database.clone());
     let mut conn = MySqlConnection::connect(&url()).await.expect("connect");
     sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {database}")))
         .execute(&mut conn)
@@ -125,18 +118,30 @@ async fn fresh_database() -> String {
     database
 }
 
-/// Drops the databases the test on this thread made when it goes, whether the test
-/// passed or panicked: every MariaDB test holds one from its start.
+/// Drops the databases made for a test when it goes, whether the test passed or
+/// panicked: every MariaDB test holds one from its start, and nothing makes a database
+/// without one (`fresh_database(&cleanup)`).
 #[must_use]
-struct Cleanup;
+#[derive(Debug, Default)]
+struct Cleanup(std::sync::Mutex<Vec<String>>);
 
 fn cleanup() -> Cleanup {
-    Cleanup
+    Cleanup::default()
+}
+
+impl Cleanup {
+    /// Registers a database made for the test.
+    fn made(&self, database: String) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(database);
+    }
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let made = MADE.with(|made| std::mem::take(&mut *made.borrow_mut()));
+        let made = std::mem::take(self.0.get_mut().unwrap_or_else(|e| e.into_inner()));
         if made.is_empty() {
             return;
         }
@@ -162,9 +167,9 @@ impl Drop for Cleanup {
     }
 }
 
-/// A migrated store in a database of its own.
-async fn fresh() -> MySqlStore {
-    let store = MySqlStore::connect_lazy_with(options_in(&fresh_database().await));
+/// A migrated store in a database of its own (dropped when `cleanup` goes).
+async fn fresh(cleanup: &Cleanup) -> MySqlStore {
+    let store = MySqlStore::connect_lazy_with(options_in(&fresh_database(cleanup).await));
     store.migrate().await.expect("migrate");
     store
 }
@@ -250,8 +255,8 @@ mod conformance {
 
 mod http_contract {
     use super::*;
-    async fn in_process(config: Config) -> InProcess<MySqlStore> {
-        InProcess::new(fresh().await, config)
+    async fn in_process(cleanup: &Cleanup, config: Config) -> InProcess<MySqlStore> {
+        InProcess::new(fresh(cleanup).await, config)
     }
     books_core::http_contract_suite! {
         #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
@@ -263,8 +268,8 @@ mod http_contract {
 
 /// Two stores on one database, as two API processes would have, and the host's own
 /// pool on it.
-async fn two_stores_and_a_host() -> (MySqlStore, MySqlStore, MySqlPool) {
-    let ours = fresh().await;
+async fn two_stores_and_a_host(cleanup: &Cleanup) -> (MySqlStore, MySqlStore, MySqlPool) {
+    let ours = fresh(cleanup).await;
     let options = options_in(&database_of(&ours));
     let theirs = MySqlStore::connect_lazy_with(options.clone());
     // Room for the shared tests' recursive bulk loads (MariaDB stops at 1,000 rows).

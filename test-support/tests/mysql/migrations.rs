@@ -22,8 +22,8 @@ fn ours() -> Vec<i64> {
 }
 
 /// The host's pool over "its database": a fresh one.
-async fn host_pool() -> MySqlPool {
-    MySqlPool::connect_with(options_in(&fresh_database().await))
+async fn host_pool(cleanup: &Cleanup) -> MySqlPool {
+    MySqlPool::connect_with(options_in(&fresh_database(cleanup).await))
         .await
         .expect("host pool")
 }
@@ -31,9 +31,9 @@ async fn host_pool() -> MySqlPool {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_migrations_and_ours_share_one_database_in_either_order() {
-    let _cleanup = cleanup();
+    let cleanup = cleanup();
     for ours_first in [true, false] {
-        let pool = host_pool().await;
+        let pool = host_pool(&cleanup).await;
         let store = MySqlStore::from_pool(pool.clone());
         if ours_first {
             store.migrate().await.unwrap();
@@ -58,8 +58,8 @@ async fn host_migrations_and_ours_share_one_database_in_either_order() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn processes_that_start_together_migrate_once() {
-    let _cleanup = cleanup();
-    let options = options_in(&fresh_database().await);
+    let cleanup = cleanup();
+    let options = options_in(&fresh_database(&cleanup).await);
     let stores: Vec<MySqlStore> = (0..6)
         .map(|_| MySqlStore::connect_lazy_with(options.clone()))
         .collect();
@@ -76,8 +76,8 @@ async fn processes_that_start_together_migrate_once() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_cut_in_half_is_finished_at_the_next_start() {
-    let _cleanup = cleanup();
-    let pool = host_pool().await;
+    let cleanup = cleanup();
+    let pool = host_pool(&cleanup).await;
     let migrator = MySqlStore::migrator();
     let sql = migrator.iter().next().unwrap().sql.as_str();
     let half = &sql[..sql.find("CREATE PROCEDURE").expect("a procedure")];
@@ -109,8 +109,8 @@ async fn a_migration_cut_in_half_is_finished_at_the_next_start() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_tables_live_in_the_database_the_host_names() {
-    let _cleanup = cleanup();
-    let pool = host_pool().await;
+    let cleanup = cleanup();
+    let pool = host_pool(&cleanup).await;
     sqlx::raw_sql(
         "CREATE TABLE books (isbn VARCHAR(20) PRIMARY KEY, shelf INT); \
          INSERT INTO books VALUES ('978-0', 3)",
@@ -122,7 +122,7 @@ async fn store_tables_live_in_the_database_the_host_names() {
         MySqlStore::from_pool(pool.clone()).migrate().await.is_err(),
         "the host's books table is not ours"
     );
-    let ours = fresh_database().await;
+    let ours = fresh_database(&cleanup).await;
     let store = MySqlStore::from_pool(pool.clone())
         .in_database(&ours)
         .unwrap();

@@ -11,8 +11,8 @@ use super::*;
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_byte_characters_and_255_character_titles_round_trip() {
-    let _cleanup = cleanup();
-    let store = fresh().await;
+    let cleanup = cleanup();
+    let store = fresh(&cleanup).await;
     let author = store.add_author(Some("作者 🦀")).await.unwrap();
     let title = "📚".repeat(255);
     let book = BookInput {
@@ -32,8 +32,8 @@ async fn four_byte_characters_and_255_character_titles_round_trip() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn times_are_utc_whatever_the_session_time_zone() {
-    let _cleanup = cleanup();
-    let database = fresh_database().await;
+    let cleanup = cleanup();
+    let database = fresh_database(&cleanup).await;
     let ours = MySqlStore::connect_lazy_with(options_in(&database));
     ours.migrate().await.unwrap();
     let elsewhere = MySqlPool::connect_with(options_in(&database).timezone(Some("+05:30".into())))
@@ -59,8 +59,8 @@ async fn times_are_utc_whatever_the_session_time_zone() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ids_up_to_i64_max() {
-    let _cleanup = cleanup();
-    let (store, _, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (store, _, host) = two_stores_and_a_host(&cleanup).await;
     let author = store.add_author(None).await.unwrap();
     host_sql(
         &host,
@@ -89,8 +89,8 @@ async fn list_clauses_over_a_host_column_in_the_default_collation() {
     use books_sqlx::sqlx::mysql::MySqlArguments;
     use books_sqlx::{BookColumns, Dialect, ListClauses};
 
-    let _cleanup = cleanup();
-    let database = fresh_database().await;
+    let cleanup = cleanup();
+    let database = fresh_database(&cleanup).await;
     let pool = MySqlPool::connect_with(options_in(&database))
         .await
         .unwrap();
@@ -152,8 +152,8 @@ async fn list_clauses_over_a_host_column_in_the_default_collation() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_records_over_a_host_table() {
-    let _cleanup = cleanup();
-    let database = fresh_database().await;
+    let cleanup = cleanup();
+    let database = fresh_database(&cleanup).await;
     let pool = MySqlPool::connect_with(options_in(&database))
         .await
         .unwrap();
@@ -165,8 +165,8 @@ async fn key_records_over_a_host_table() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn book_tables_over_host_tables() {
-    let _cleanup = cleanup();
-    let database = fresh_database().await;
+    let cleanup = cleanup();
+    let database = fresh_database(&cleanup).await;
     let pool = MySqlPool::connect_with(options_in(&database))
         .await
         .unwrap();
@@ -190,8 +190,8 @@ async fn book_tables_over_host_tables() {
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crossed_writes_are_sent_again() {
-    let _cleanup = cleanup();
-    let database = fresh_database().await;
+    let cleanup = cleanup();
+    let database = fresh_database(&cleanup).await;
     let pool = MySqlPool::connect_with(options_in(&database))
         .await
         .unwrap();

@@ -12,8 +12,8 @@ use super::*;
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn creates_sent_together_share_statements_under_a_table_only_role() {
-    let _cleanup = cleanup();
-    let (owner, _, schema, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (owner, _, schema, host) = two_stores_and_a_host(&cleanup).await;
     let setup = "DO $$ BEGIN CREATE ROLE books_test_writer LOGIN; \
                  EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$; \
                  GRANT USAGE ON SCHEMA {n} TO books_test_writer; \
@@ -76,8 +76,8 @@ async fn creates_sent_together_share_statements_under_a_table_only_role() {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_create_fails_alone() {
-    let _cleanup = cleanup();
-    let (ours, _, schema, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (ours, _, schema, host) = two_stores_and_a_host(&cleanup).await;
     let sql = "CREATE FUNCTION {s}reject() RETURNS trigger LANGUAGE plpgsql AS $$ \
                BEGIN IF NEW.title = 'rejected' THEN RAISE EXCEPTION 'rejected'; END IF; \
                RETURN NEW; END $$; \
@@ -101,8 +101,8 @@ async fn a_rejected_create_fails_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_creates_spread_then_fold() {
     use futures_util::StreamExt;
-    let _cleanup = cleanup();
-    let store = fresh().await;
+    let cleanup = cleanup();
+    let store = fresh(&cleanup).await;
     let schema = store.schema().unwrap().to_owned();
     let author = books_core::store::AuthorStore::add_author(&store, Some("A"))
         .await

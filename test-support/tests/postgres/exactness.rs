@@ -9,8 +9,8 @@ use super::*;
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_reads_see_every_writer() {
-    let _cleanup = cleanup();
-    let (ours, theirs, schema, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (ours, theirs, schema, host) = two_stores_and_a_host(&cleanup).await;
     cache_is_exact_across_writers(ours, theirs, async |sql, author| {
         host_sql(&host, &schema, sql, author).await
     })
@@ -23,8 +23,8 @@ async fn cached_reads_see_every_writer() {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kept_pages_see_every_writer() {
-    let _cleanup = cleanup();
-    let (ours, theirs, schema, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (ours, theirs, schema, host) = two_stores_and_a_host(&cleanup).await;
     common::kept_pages_stay_exact_across_writers(
         ours,
         theirs,
@@ -40,8 +40,8 @@ async fn kept_pages_see_every_writer() {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deep_pages_cross_groups() {
-    let _cleanup = cleanup();
-    let (ours, _, schema, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (ours, _, schema, host) = two_stores_and_a_host(&cleanup).await;
     common::deep_pages_cross_groups(ours, async |sql, author| {
         host_sql(&host, &schema, sql, author).await
     })
@@ -56,8 +56,8 @@ async fn deep_pages_cross_groups() {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn truncate_keeps_counts_and_cache_exact() {
-    let _cleanup = cleanup();
-    let (ours, _, schema, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (ours, _, schema, host) = two_stores_and_a_host(&cleanup).await;
     let author = books_core::store::AuthorStore::add_author(&ours, Some("A"))
         .await
         .unwrap();

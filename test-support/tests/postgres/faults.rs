@@ -5,8 +5,8 @@ use books_sqlx::RETRY_AFTER;
 
 /// A store of a fresh migrated schema that reaches the server through `port` (where
 /// nothing listens until a [`Proxy`] does), and the real server's address.
-async fn migrated_behind(port: u16) -> (PostgresStore, String) {
-    let options = fresh_options().await;
+async fn migrated_behind(cleanup: &Cleanup, port: u16) -> (PostgresStore, String) {
+    let options = fresh_options(cleanup).await;
     let real = format!("{}:{}", options.get_host(), options.get_port());
     PostgresStore::connect_lazy_with(options.clone())
         .migrate()
@@ -24,9 +24,9 @@ async fn migrated_behind(port: u16) -> (PostgresStore, String) {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_server_is_503_then_recovers() {
-    let _cleanup = cleanup();
+    let cleanup = cleanup();
     let port = free_port().await;
-    let (store, real) = migrated_behind(port).await;
+    let (store, real) = migrated_behind(&cleanup, port).await;
     let api = BooksApi::new(store, Config::default());
 
     let started = Instant::now();
@@ -61,9 +61,9 @@ async fn unreachable_server_is_503_then_recovers() {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn version_check_connection_recovers() {
-    let _cleanup = cleanup();
+    let cleanup = cleanup();
     let port = free_port().await;
-    let (store, real) = migrated_behind(port).await;
+    let (store, real) = migrated_behind(&cleanup, port).await;
     let proxy = Proxy::start(port, real.clone()).await;
     let version = store.version().await.unwrap();
     let unavailable = |result| matches!(result, Err(StoreError::Unavailable(_)));
@@ -98,8 +98,8 @@ async fn version_check_connection_recovers() {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_closing_its_doors_is_503() {
-    let _cleanup = cleanup();
-    let database = fresh_database().await;
+    let cleanup = cleanup();
+    let database = fresh_database(&cleanup).await;
     let mut admin = PgConnection::connect(&url()).await.unwrap();
     sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {database}")))
         .execute(&mut admin)

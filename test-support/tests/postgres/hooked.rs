@@ -12,10 +12,10 @@ use super::*;
     ignore = "BOOKS_TEST_POSTGRES_URL is not set"
 )]
 async fn a_hooked_store_keeps_the_stores_tiers_and_hooks_each() {
-    let _cleanup = cleanup();
-    let bare = BooksApi::new(fresh().await, Config::default()).tiers();
+    let cleanup = cleanup();
+    let bare = BooksApi::new(fresh(&cleanup).await, Config::default()).tiers();
     let hooked = InProcess::new(
-        Hooked::new(fresh().await, CountingHook::default()),
+        Hooked::new(fresh(&cleanup).await, CountingHook::default()),
         Config::default(),
     );
     assert_eq!(hooked.api().tiers(), bare);

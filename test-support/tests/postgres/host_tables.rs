@@ -13,8 +13,8 @@ use super::*;
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_write_holds_up_no_unrelated_writer() {
-    let _cleanup = cleanup();
-    let schema = fresh_schema().await;
+    let cleanup = cleanup();
+    let schema = fresh_schema(&cleanup).await;
     let pool = PgPoolOptions::new()
         .max_connections(3)
         .connect(&url())
@@ -93,8 +93,8 @@ async fn an_open_write_holds_up_no_unrelated_writer() {
 async fn a_host_write_left_open_holds_up_no_write_of_the_store() {
     use books_core::store::{AuthorStore, BookInput, ListQuery};
 
-    let _cleanup = cleanup();
-    let store = fresh().await;
+    let cleanup = cleanup();
+    let store = fresh(&cleanup).await;
     let schema = store.schema().expect("a schema").to_owned();
     let author = store.add_author(Some("A")).await.unwrap();
     let book = |n: i32| BookInput {
@@ -153,8 +153,8 @@ async fn a_host_write_left_open_holds_up_no_write_of_the_store() {
 }
 
 /// A new schema of the host's, empty, and a pool of three.
-async fn host_schema() -> (String, PgPool) {
-    let schema = fresh_schema().await;
+async fn host_schema(cleanup: &Cleanup) -> (String, PgPool) {
+    let schema = fresh_schema(cleanup).await;
     let pool = PgPoolOptions::new()
         .max_connections(3)
         .connect(&url())
@@ -174,8 +174,8 @@ async fn host_schema() -> (String, PgPool) {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn key_records_over_a_host_table() {
-    let _cleanup = cleanup();
-    let (schema, pool) = host_schema().await;
+    let cleanup = cleanup();
+    let (schema, pool) = host_schema(&cleanup).await;
     common::parts::key_records_keep_replay_and_expire(&pool, &format!("{schema}.api_keys")).await;
 }
 
@@ -186,8 +186,8 @@ async fn key_records_over_a_host_table() {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn book_tables_over_host_tables() {
-    let _cleanup = cleanup();
-    let (schema, pool) = host_schema().await;
+    let cleanup = cleanup();
+    let (schema, pool) = host_schema(&cleanup).await;
     let host = common::parts::HostTables {
         schema: format!("{schema}."),
         create: [
@@ -209,7 +209,7 @@ async fn book_tables_over_host_tables() {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crossed_writes_are_sent_again() {
-    let _cleanup = cleanup();
-    let (schema, pool) = host_schema().await;
+    let cleanup = cleanup();
+    let (schema, pool) = host_schema(&cleanup).await;
     common::parts::crossed_writes_are_sent_again(&pool, &format!("{schema}.pairs")).await;
 }

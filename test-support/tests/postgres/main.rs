@@ -7,7 +7,6 @@
 //! tests start what they need themselves (`books-test-support`). Each test drops the
 //! schemas it made when it ends ([`cleanup`]).
 
-use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -115,19 +114,8 @@ async fn claim() {
         .await;
 }
 
-thread_local! {
-    /// The schemas and databases the test on this thread made, for [`cleanup`] to drop.
-    static MADE: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Registers the statement that drops what a test made, for its [`cleanup`].
-fn made(drop: String) {
-    MADE.with(|made| made.borrow_mut().push(drop));
-}
-
-/// A new schema name for one test of this run, dropped when the test's [`cleanup`] guard
-/// goes.
-async fn fresh_schema() -> String {
+/// A new schema name for one test of this run, dropped when `cleanup` goes.
+async fn fresh_schema(cleanup: &Cleanup) -> String {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     claim().await;
     let schema = format!(
@@ -135,30 +123,39 @@ async fn fresh_schema() -> String {
         run(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     );
-    made(format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+    cleanup.made(format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
     schema
 }
 
 /// A new database name for one test of this run (for the test to create), dropped when
-/// the test's [`cleanup`] guard goes.
-async fn fresh_database() -> String {
-    let database = fresh_schema().await;
-    made(format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"));
+/// `cleanup` goes.
+async fn fresh_database(cleanup: &Cleanup) -> String {
+    let database = fresh_schema(cleanup).await;
+    cleanup.made(format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"));
     database
 }
 
-/// Drops the schemas and databases the test on this thread made when it goes, whether
-/// the test passed or panicked: every PostgreSQL test holds one from its start.
+/// Drops the schemas and databases made for a test when it goes, whether the test
+/// passed or panicked: every PostgreSQL test holds one from its start, and nothing makes
+/// a schema or database without one (`fresh_schema(&cleanup)`).
 #[must_use]
-struct Cleanup;
+#[derive(Debug, Default)]
+struct Cleanup(std::sync::Mutex<Vec<String>>);
 
 fn cleanup() -> Cleanup {
-    Cleanup
+    Cleanup::default()
+}
+
+impl Cleanup {
+    /// Registers the statement that drops something made for the test.
+    fn made(&self, drop: String) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(drop);
+    }
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let made = MADE.with(|made| std::mem::take(&mut *made.borrow_mut()));
+        let made = std::mem::take(self.0.get_mut().unwrap_or_else(|e| e.into_inner()));
         if made.is_empty() {
             return;
         }
@@ -184,9 +181,10 @@ impl Drop for Cleanup {
     }
 }
 
-/// Creates a new empty schema and returns options whose `search_path` is it.
-async fn fresh_options() -> PgConnectOptions {
-    let schema = fresh_schema().await;
+/// Creates a new empty schema (dropped when `cleanup` goes) and returns options whose
+/// `search_path` is it.
+async fn fresh_options(cleanup: &Cleanup) -> PgConnectOptions {
+    let schema = fresh_schema(cleanup).await;
     let mut conn = PgConnection::connect(&url()).await.expect("connect");
     sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
         .execute(&mut conn)
@@ -197,11 +195,11 @@ async fn fresh_options() -> PgConnectOptions {
         .options([("search_path", schema.as_str())])
 }
 
-/// A migrated store with its tables in a schema of its own.
-async fn fresh() -> PostgresStore {
+/// A migrated store with its tables in a schema of its own (dropped when `cleanup` goes).
+async fn fresh(cleanup: &Cleanup) -> PostgresStore {
     let store = PostgresStore::connect_lazy(&url())
         .expect("options")
-        .in_schema(&fresh_schema().await)
+        .in_schema(&fresh_schema(cleanup).await)
         .expect("schema name");
     store.migrate().await.expect("migrate");
     store
@@ -252,8 +250,8 @@ mod conformance {
 
 mod http_contract {
     use super::*;
-    async fn in_process(config: Config) -> InProcess<PostgresStore> {
-        InProcess::new(fresh().await, config)
+    async fn in_process(cleanup: &Cleanup, config: Config) -> InProcess<PostgresStore> {
+        InProcess::new(fresh(cleanup).await, config)
     }
     books_core::http_contract_suite! {
         #[cfg_attr(not(books_test_postgres), ignore = "BOOKS_TEST_POSTGRES_URL is not set")]
@@ -270,8 +268,10 @@ async fn get(api: &BooksApi, path: &str) -> u16 {
 
 /// Two stores on one schema, as two API processes would have, the schema, and the
 /// host's own pool.
-async fn two_stores_and_a_host() -> (PostgresStore, PostgresStore, String, PgPool) {
-    let ours = fresh().await;
+async fn two_stores_and_a_host(
+    cleanup: &Cleanup,
+) -> (PostgresStore, PostgresStore, String, PgPool) {
+    let ours = fresh(cleanup).await;
     let schema = ours.schema().expect("a schema").to_owned();
     let theirs = PostgresStore::connect_lazy(&url())
         .unwrap()

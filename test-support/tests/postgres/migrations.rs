@@ -12,8 +12,8 @@ use super::*;
 )]
 #[tokio::test]
 async fn host_pool_set_up_in_after_connect_checks_through_it() {
-    let _cleanup = cleanup();
-    let schema = fresh_schema().await;
+    let cleanup = cleanup();
+    let schema = fresh_schema(&cleanup).await;
     let mut conn = PgConnection::connect(&url()).await.unwrap();
     sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
         .execute(&mut conn)
@@ -47,10 +47,10 @@ async fn host_pool_set_up_in_after_connect_checks_through_it() {
 }
 
 /// The host's pool over "its database": a fresh schema first on its `search_path`.
-async fn host_pool() -> PgPool {
+async fn host_pool(cleanup: &Cleanup) -> PgPool {
     PgPoolOptions::new()
         .max_connections(2)
-        .connect_with(fresh_options().await)
+        .connect_with(fresh_options(cleanup).await)
         .await
         .expect("host pool")
 }
@@ -79,9 +79,9 @@ async fn versions(pool: &PgPool, table: &str) -> Vec<i64> {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_migrations_and_ours_share_one_database_in_either_order() {
-    let _cleanup = cleanup();
+    let cleanup = cleanup();
     for ours_first in [true, false] {
-        let pool = host_pool().await;
+        let pool = host_pool(&cleanup).await;
         let store = PostgresStore::from_pool(pool.clone());
         if ours_first {
             store.migrate().await.unwrap();
@@ -107,8 +107,8 @@ async fn host_migrations_and_ours_share_one_database_in_either_order() {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn store_tables_live_in_the_schema_the_host_names() {
-    let _cleanup = cleanup();
-    let pool = host_pool().await;
+    let cleanup = cleanup();
+    let pool = host_pool(&cleanup).await;
     sqlx::raw_sql(
         "CREATE TABLE authors (login TEXT PRIMARY KEY); \
          CREATE TABLE books (isbn TEXT PRIMARY KEY, shelf INTEGER); \
@@ -118,7 +118,7 @@ async fn store_tables_live_in_the_schema_the_host_names() {
     .await
     .unwrap();
     let store = PostgresStore::from_pool(pool.clone())
-        .in_schema(&fresh_schema().await)
+        .in_schema(&fresh_schema(&cleanup).await)
         .unwrap();
     store.migrate().await.unwrap();
     store.migrate().await.expect("re-run is a no-op");
@@ -168,10 +168,10 @@ async fn title_indexes(pool: &PgPool) -> Vec<(String, bool, String)> {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn migration_3_builds_its_indexes_online_and_finishes_a_cut_run() {
-    let _cleanup = cleanup();
+    let cleanup = cleanup();
     // A database of its own: an index built concurrently waits for every transaction of
     // its database, other tests' included.
-    let database = fresh_database().await;
+    let database = fresh_database(&cleanup).await;
     let mut admin = PgConnection::connect(&url()).await.unwrap();
     sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {database}")))
         .execute(&mut admin)
@@ -197,7 +197,7 @@ async fn migration_3_builds_its_indexes_online_and_finishes_a_cut_run() {
     let online = title_indexes(&pool).await;
 
     // A schema migrated by sqlx's migrator, in a transaction: the same indexes.
-    let other = host_pool().await;
+    let other = host_pool(&cleanup).await;
     PostgresStore::migrator().run(&other).await.unwrap();
     let names = |indexes: &[(String, bool, String)]| {
         let mut names: Vec<(String, bool)> = indexes.iter().map(|i| (i.0.clone(), i.1)).collect();

@@ -42,8 +42,8 @@ fn pooled_on(schema: &str) -> PostgresStore {
 }
 
 /// A store of a fresh schema, migrated through the pooler.
-async fn pooled() -> PostgresStore {
-    let store = pooled_on(&fresh_schema().await);
+async fn pooled(cleanup: &Cleanup) -> PostgresStore {
+    let store = pooled_on(&fresh_schema(cleanup).await);
     store.migrate().await.expect("migrate through the pooler");
     store
 }
@@ -61,8 +61,8 @@ mod conformance {
 
 mod http_contract {
     use super::*;
-    async fn in_process(config: Config) -> InProcess<PostgresStore> {
-        InProcess::new(pooled().await, config)
+    async fn in_process(cleanup: &Cleanup, config: Config) -> InProcess<PostgresStore> {
+        InProcess::new(pooled(cleanup).await, config)
     }
     books_core::http_contract_suite! {
         #[cfg_attr(not(all(books_test_postgres, books_test_pgbouncer)), ignore = "needs BOOKS_TEST_POSTGRES_URL and PgBouncer")]
@@ -82,8 +82,8 @@ mod http_contract {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_is_left_on_the_poolers_connections() {
-    let _cleanup = cleanup();
-    let store = pooled().await;
+    let cleanup = cleanup();
+    let store = pooled(&cleanup).await;
     let other = pooled_on(store.schema().unwrap());
     let author = store.add_author(Some("A")).await.unwrap();
     let api = BooksApi::new(store, Config::default());
@@ -140,8 +140,8 @@ async fn nothing_is_left_on_the_poolers_connections() {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statements_are_bounded_through_the_pooler() {
-    let _cleanup = cleanup();
-    let store = pooled().await;
+    let cleanup = cleanup();
+    let store = pooled(&cleanup).await;
     let author = store.add_author(Some("A")).await.unwrap();
     let schema = store.schema().unwrap().to_owned();
     let mut host = PgConnection::connect(&url()).await.unwrap();
@@ -189,8 +189,8 @@ async fn statements_are_bounded_through_the_pooler() {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stores_migrate_at_once_through_the_pooler() {
-    let _cleanup = cleanup();
-    let schema = fresh_schema().await;
+    let cleanup = cleanup();
+    let schema = fresh_schema(&cleanup).await;
     let stores: Vec<_> = (0..4).map(|_| pooled_on(&schema)).collect();
     let migrations = stores.iter().map(|store| store.migrate());
     for migrated in futures_util::future::join_all(migrations).await {
@@ -225,8 +225,8 @@ async fn stores_migrate_at_once_through_the_pooler() {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_mode_listens_on_a_direct_connection() {
-    let _cleanup = cleanup();
-    let store = pooled().await;
+    let cleanup = cleanup();
+    let store = pooled(&cleanup).await;
     let schema = store.schema().unwrap().to_owned();
     let direct = PostgresStore::options(&url()).unwrap();
     let listening = pooled_on(&schema).notify_with(direct).listening();

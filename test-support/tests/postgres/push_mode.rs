@@ -5,8 +5,8 @@ use super::*;
 use books_core::store::Version;
 
 /// A migrated store in push mode, listening.
-async fn fresh_pushing() -> PostgresStore {
-    let store = fresh().await.listening();
+async fn fresh_pushing(cleanup: &Cleanup) -> PostgresStore {
+    let store = fresh(cleanup).await.listening();
     store.set_push(true).await.expect("push mode on");
     store
 }
@@ -59,8 +59,8 @@ pub async fn known_within(
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_mode_follows_every_writer() {
-    let _cleanup = cleanup();
-    let (direct, theirs, schema, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (direct, theirs, schema, host) = two_stores_and_a_host(&cleanup).await;
     let options = PostgresStore::options(&url()).unwrap();
     let real = format!("{}:{}", options.get_host(), options.get_port());
     let port = free_port().await;
@@ -139,8 +139,8 @@ async fn push_mode_follows_every_writer() {
 )]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_mode_cache_follows_the_host() {
-    let _cleanup = cleanup();
-    let (ours, _, schema, host) = two_stores_and_a_host().await;
+    let cleanup = cleanup();
+    let (ours, _, schema, host) = two_stores_and_a_host(&cleanup).await;
     let store = ours.listening();
     store.set_push(true).await.unwrap();
     let author = books_core::store::AuthorStore::add_author(&store, Some("A"))
