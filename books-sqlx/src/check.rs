@@ -196,6 +196,7 @@ impl<DB: Driver> VersionCheck<DB> {
             None => None,
         };
         let statement = self.statement.clone();
+        let reads = self.lineage.reads();
         let rows = self
             .on_connection(
                 &mut slot,
@@ -218,16 +219,23 @@ impl<DB: Driver> VersionCheck<DB> {
             // PostgreSQL's position follows the six columns every database reads.
             let at = (sqlx::Row::len(row) > 6).then(|| Position::read(row, 6));
             let at = at.transpose().or_store_error()?;
-            checked.version.history = self.lineage.tell(checked.version.history, at);
+            let (history, count) = (checked.version.history, checked.version.count);
+            checked.version.history = self.lineage.tell(history, at, count, reads);
         }
         slot.last = Some(checked);
         Ok(checked)
     }
 
-    /// The history this check tells, shared with the store's push listener.
+    /// This check telling the history `lineage` follows (shared with the store's push
+    /// listener and kept when the store is rebuilt).
     #[cfg(feature = "postgres")]
-    pub(crate) fn lineage(&self) -> Arc<Lineage> {
-        self.lineage.clone()
+    pub(crate) fn with_lineage(self, lineage: Arc<Lineage>) -> Self {
+        Self { lineage, ..self }
+    }
+
+    /// The history this check tells, which the store's data reads report to.
+    pub(crate) fn lineage(&self) -> &Lineage {
+        &self.lineage
     }
 
     /// Runs `query` on the check's connection, between checks (see

@@ -30,7 +30,8 @@ pub(crate) async fn list(
     let sql = store.sql();
     if !query.is_plain() {
         let list = ListSql::new(sql.dialect, &sql.schema, query);
-        return page_and_tally(store, &list.page, &list.tally, &list.args()).await;
+        let read = page_and_tally(store, &list.page, &list.tally, &list.args()).await;
+        return reported(store, read);
     }
     // Past the first range, start from the page's range (`book_ranges`).
     let statement = if query.offset < RANGE {
@@ -42,7 +43,24 @@ pub(crate) async fn list(
         Arg::Int(i64::from(query.limit)),
         Arg::Int(i64::try_from(query.offset).unwrap_or(i64::MAX)),
     ];
-    page_and_tally(store, statement, &sql.tally, &args).await
+    reported(
+        store,
+        page_and_tally(store, statement, &sql.tally, &args).await,
+    )
+}
+
+/// `read`, its count reported to the store's history ([`Lineage::read_at`]): a state the
+/// API may keep answers of.
+///
+/// [`Lineage::read_at`]: crate::lineage::Lineage::read_at
+fn reported<T>(
+    store: &SqlStore<impl Backend>,
+    read: Result<(T, u64), StoreError>,
+) -> Result<(T, u64), StoreError> {
+    if let Ok((_, count)) = &read {
+        store.check.lineage().read_at(*count);
+    }
+    read
 }
 
 /// The rows of `page` with the total and version they carry, or for an empty page those
@@ -81,7 +99,7 @@ pub(crate) async fn get(
         .read(Read::Data, &store.sql().books.get, &[Arg::Int(id)])
         .await?;
     let row = decoded(first(&rows)?.versioned())?;
-    Ok((row.book.map(Into::into), row.version as u64))
+    reported(store, Ok((row.book.map(Into::into), row.version as u64)))
 }
 
 /// One create without a key, in one statement.

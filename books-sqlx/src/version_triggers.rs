@@ -146,9 +146,11 @@ impl<DB: Backend> VersionTriggers<DB> {
             self.history_sql(),
             self.position_sql()
         );
+        let covered = self.lineage.reads();
         let rows = DB::text_rows(conn, text).await?;
         let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
-        Ok(Version::new(self.told(row, 1)?, row.int(0)? as u64))
+        let count = row.int(0)? as u64;
+        Ok(Version::new(self.told(row, 1, count, covered)?, count))
     }
 
     /// [`VersionTally::tallied_version`](books_core::store::VersionTally::tallied_version)
@@ -174,6 +176,7 @@ impl<DB: Backend> VersionTriggers<DB> {
             position = self.position_sql(),
         );
         let statement = Statement::new(&text, "", self.dialect);
+        let covered = self.lineage.reads();
         let rows = DB::rows(conn, &statement, &[Arg::Int(above)], false).await?;
         let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
         let count = |n: i64| u64::try_from(n).unwrap_or(0);
@@ -184,7 +187,8 @@ impl<DB: Backend> VersionTriggers<DB> {
             above,
             count_above: count(row.int(4)?),
         };
-        Ok((Version::new(self.told(row, 5)?, count(row.int(0)?)), tally))
+        let at = count(row.int(0)?);
+        Ok((Version::new(self.told(row, 5, at, covered)?, at), tally))
     }
 
     fn int8(&self) -> &'static str {
@@ -194,14 +198,23 @@ impl<DB: Backend> VersionTriggers<DB> {
         }
     }
 
-    /// The history told for the one read in `row`'s column `history` (PostgreSQL: with
-    /// the position after it, see [`Lineage`]).
-    fn told<R: StoreRow>(&self, row: &R, history: usize) -> Result<u64, sqlx::Error> {
+    /// The history told for the one read in `row`'s column `history` at `count`, by a
+    /// statement sent when the data reads not covered were `covered` (PostgreSQL: with the
+    /// position after it, see [`Lineage`]).
+    fn told<R: StoreRow>(
+        &self,
+        row: &R,
+        history: usize,
+        count: u64,
+        covered: u64,
+    ) -> Result<u64, sqlx::Error> {
         let at = match self.dialect {
             Dialect::Postgres => Some(Position::read(row, history + 1)?),
             _ => None,
         };
-        Ok(self.lineage.tell(row.int(history)? as u64, at))
+        Ok(self
+            .lineage
+            .tell(row.int(history)? as u64, at, count, covered))
     }
 
     /// The columns of a version read's [`Position`] after a comma, on PostgreSQL.

@@ -23,6 +23,7 @@ use crate::backend::{Backend, Engine};
 use crate::batch::NewBook;
 use crate::check::VersionCheck;
 use crate::error::OrStoreError;
+use crate::lineage::Lineage;
 use crate::servers::{Networked, Role, Servers, base_pool_options};
 use crate::statement::{Arg, Dialect, Statement};
 use crate::store::checked_name;
@@ -56,6 +57,8 @@ pub struct PgExtra {
     notify: Option<Notify>,
     /// The push listener, when [`listening`](SqlStore::listening).
     push: Option<Arc<Push>>,
+    /// The history the check and the listener tell, kept when the store is rebuilt.
+    lineage: Arc<Lineage>,
 }
 
 impl Backend for Postgres {}
@@ -179,6 +182,7 @@ impl Engine for Postgres {
         let simple = extra.session.pooler.then(session::local_settings);
         let own = servers.own.then(|| servers.generation());
         VersionCheck::new(Dialect::Postgres, prefix, "", simple, own)
+            .with_lineage(extra.lineage.clone())
     }
 
     fn pushed_version(extra: &PgExtra) -> Option<Version> {

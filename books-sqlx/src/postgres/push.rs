@@ -129,6 +129,7 @@ async fn follow(
     loop {
         // Read on the listening connection: an answer proves it alive, and every
         // notification received before it is reflected.
+        let covered = reader.lineage.reads();
         let read = sqlx::query(reader.state.clone()).fetch_one(&mut listener);
         let row = timeout(PROBE_TIMEOUT, read).await.map_err(|_| {
             sqlx::Error::Io(std::io::Error::new(
@@ -137,10 +138,11 @@ async fn follow(
             ))
         })??;
         let (count, history, on) = (row.maybe_int(0)?, row.int(1)?, row.flag(2)?);
+        let (at, count) = (Position::read(&row, 3)?, count.unwrap_or(0) as u64);
         let history = reader
             .lineage
-            .tell(history as u64, Some(Position::read(&row, 3)?));
-        set(on.then(|| Version::new(history, count.unwrap_or(0) as u64)));
+            .tell(history as u64, Some(at), count, covered);
+        set(on.then(|| Version::new(history, count)));
         match timeout(HEARTBEAT, listener.try_recv()).await {
             // A heartbeat: read again.
             Err(_) => {}
@@ -220,7 +222,7 @@ impl PostgresStore {
             }
         };
         let state = state_sql(&self.prefix());
-        let lineage = self.check.lineage();
+        let lineage = self.extra.lineage.clone();
         self.extra.push = Some(Arc::new(Push::start(
             &self.servers.pool,
             options,
