@@ -281,9 +281,9 @@ macro_rules! __settling {
 /// held for each and handed to `make` (as in
 /// [`store_conformance_suite!`](crate::store_conformance_suite); `make` is then a
 /// `Fn(&G, Config) -> impl Future<Output = impl Harness>`): `http_contract_suite! { #[…]
-/// make: in_process, outside_writes: host_sql, guard: cleanup }`. Cases of `If-Match`, `Idempotency-Key` and `filter[…]`/`sort` check the
-/// documented 501 instead when the harness's [`tiers`](crate::testing::Harness::tiers)
-/// lack the store tier they need.
+/// make: in_process, outside_writes: host_sql, guard: cleanup }`. Cases of `If-Match`,
+/// `Idempotency-Key` and `filter[…]`/`sort` check the documented 501 instead when the
+/// harness's [`tiers`](crate::testing::Harness::tiers) lack the store tier they need.
 ///
 /// `outside_writes` (the store suite's hook, for a `make` that builds an
 /// [`InProcess`](crate::testing::InProcess)) adds the case that reads through the API
