@@ -17,6 +17,7 @@ use crate::check::VersionCheck;
 use crate::driver::Driver;
 use crate::statement::{Arg, Dialect, Statement};
 use crate::store_sql::Statements;
+use crate::totals::Totals;
 
 /// Where a read may be answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +46,8 @@ pub struct SqlStore<DB: Backend> {
     pub(crate) check: Arc<VersionCheck<DB>>,
     /// Creates waiting to be written together (one queue per set of tables).
     pub(crate) creates: Arc<Creates>,
+    /// The totals of filtered lists last counted.
+    pub(crate) totals: Arc<Totals>,
 }
 
 impl<DB: Backend> Clone for SqlStore<DB> {
@@ -56,6 +59,7 @@ impl<DB: Backend> Clone for SqlStore<DB> {
             sql: self.sql.clone(),
             check: self.check.clone(),
             creates: self.creates.clone(),
+            totals: self.totals.clone(),
         }
     }
 }

@@ -86,6 +86,7 @@ mod statement;
 mod store;
 mod store_sql;
 mod tiers;
+mod totals;
 mod transactions;
 mod version_triggers;
 

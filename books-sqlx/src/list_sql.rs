@@ -13,6 +13,7 @@
 use books_core::store::{ListQuery, SortField, fold_title};
 
 use crate::statement::{Arg, Dialect, Statement};
+use crate::totals::{Counted, Filter, count_unless_known, origin_sql};
 
 /// PostgreSQL's ASCII-only lowering of a text: its `lower()` lowers every letter but
 /// under the "C" collation, where it lowers ASCII letters only (and compares by code
@@ -55,7 +56,7 @@ impl BookColumns<'static> {
 }
 
 /// A value [`ListClauses`] binds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ListValue {
     /// An author id.
@@ -314,10 +315,16 @@ fn folded_mysql(columns: &BookColumns<'_>) -> String {
 /// The store's own filtered or sorted list: its statements and their arguments.
 #[derive(Debug)]
 pub(crate) struct ListSql {
-    /// The page, each row with the list's total and the store's version.
+    /// The page, each row with the list's total and the store's version (and, filtered,
+    /// the origin of both).
     pub(crate) page: Statement,
-    /// The total and the version alone, for an empty page.
+    /// The total and the version (and origin) alone, for an empty page.
     pub(crate) tally: Statement,
+    /// What a filtered list counts, its total kept between pages ([`Totals`]); `None`
+    /// for a sort alone.
+    ///
+    /// [`Totals`]: crate::totals::Totals
+    pub(crate) filter: Option<Filter>,
     values: Vec<ListValue>,
 }
 
@@ -330,17 +337,27 @@ impl ListSql {
         };
         let trigrams = format!("{schema}books_title_trigrams");
         let clauses = ListClauses::written(dialect, &columns, query, 3, Some(&trigrams));
+        let filter = clauses
+            .condition
+            .clone()
+            .map(|condition| (condition, clauses.values.clone()));
         let filtered = clauses
             .condition
             .as_ref()
             .map(|condition| format!(" WHERE {condition}"))
             .unwrap_or_default();
         let order = &clauses.order;
-        // A sort alone keeps every book: the count the triggers keep, not a scan.
-        let total = if filtered.is_empty() {
-            "(SELECT CAST(SUM(n) AS {int8}) FROM {s}book_count)".to_owned()
+        // A sort alone keeps every book: the count the triggers keep, not a scan. A
+        // filter's count, unless the last one counted still holds (its version and origin
+        // numbered after the filter's values).
+        let (total, origin) = if filtered.is_empty() {
+            let total = "(SELECT CAST(SUM(n) AS {int8}) FROM {s}book_count)".to_owned();
+            (total, String::new())
         } else {
-            format!("(SELECT COUNT(*) FROM {{s}}books b{filtered})")
+            let count = format!("(SELECT COUNT(*) FROM {{s}}books b{filtered})");
+            let version = 3 + clauses.values.len();
+            let total = count_unless_known(dialect, &count, version, version + 1);
+            (total, format!(", {} AS origin", origin_sql(dialect)))
         };
         // SQLite would otherwise read every book in the sort's index order to join the
         // page to them (no final sort), not the page's 20 ids to their books: a `CROSS
@@ -353,18 +370,22 @@ impl ListSql {
         let page = format!(
             "SELECT b.id, b.title, b.year, b.author_id, a.name AS author_name, b.created_at, \
              b.updated_at, {total} AS total, \
-             (SELECT CAST(SUM(version) AS {{int8}}) FROM {{s}}book_count) AS version \
+             (SELECT CAST(SUM(version) AS {{int8}}) FROM {{s}}book_count) AS version{origin} \
              FROM (SELECT b.id FROM {{s}}books b{filtered} ORDER BY {order} LIMIT $1 OFFSET $2) p \
              {join} {{s}}books b ON b.id = p.id LEFT JOIN {{s}}authors a ON a.id = b.author_id \
              ORDER BY {order}"
         );
         let tally = format!(
             "SELECT CAST({total} AS {{int8}}), \
-             (SELECT CAST(SUM(version) AS {{int8}}) FROM {{s}}book_count)"
+             (SELECT CAST(SUM(version) AS {{int8}}) FROM {{s}}book_count){origin}"
         );
+        // MariaDB's origin names the tables' database.
+        let database = schema
+            .strip_suffix('.')
+            .map_or("NULL".to_owned(), |name| format!("'{name}'"));
         let (mut page, mut tally) = (
-            Statement::new(&page, schema, dialect),
-            Statement::new(&tally, schema, dialect),
+            Statement::new(&page.replace("{db}", &database), schema, dialect),
+            Statement::new(&tally.replace("{db}", &database), schema, dialect),
         );
         // A plan for any pattern walks every book in id order (the trigram index is
         // worth it only for a pattern the planner sees).
@@ -379,13 +400,21 @@ impl ListSql {
         Self {
             page,
             tally,
+            filter,
             values,
         }
     }
 
-    /// The arguments both statements take (each binds those it names).
-    pub(crate) fn args(&self) -> Vec<Arg<'_>> {
-        self.values.iter().map(ListValue::arg).collect()
+    /// The arguments both statements take (each binds those it names), a filter's with
+    /// the total last counted for it (`known`), if any.
+    pub(crate) fn args(&self, known: Option<Counted>) -> Vec<Arg<'_>> {
+        let mut args: Vec<Arg<'_>> = self.values.iter().map(ListValue::arg).collect();
+        if self.filter.is_some() {
+            // No version is negative: -1 counts whatever the version.
+            let (version, origin) = known.map_or((-1, 0), |known| (known.version, known.origin));
+            args.extend([Arg::Int(version), Arg::Int(origin)]);
+        }
+        args
     }
 }
 
@@ -432,8 +461,9 @@ mod tests {
             assert!(!text.contains("DROP"), "{text}");
             assert!(!text.contains("2020") && !text.contains("2005"), "{text}");
             // SQLite binds the title twice: the trigram match and the check.
-            let bound = if dialect == Dialect::Sqlite { 8 } else { 7 };
-            assert_eq!(sql.args().len(), bound, "{dialect:?}");
+            // And the version and origin of the total last counted.
+            let bound = if dialect == Dialect::Sqlite { 10 } else { 9 };
+            assert_eq!(sql.args(None).len(), bound, "{dialect:?}");
             let host = BookColumns::OURS;
             let clauses = ListClauses::new(dialect, &host, &query, 1);
             let condition = clauses.condition.unwrap();
@@ -443,7 +473,9 @@ mod tests {
             );
         }
         let sql = ListSql::new(Dialect::Postgres, "", &query);
-        assert!(matches!(sql.args()[6], Arg::Text(t) if t == "%robert'); drop table books; --%"));
+        assert!(
+            matches!(sql.args(None)[6], Arg::Text(t) if t == "%robert'); drop table books; --%")
+        );
     }
 
     #[test]

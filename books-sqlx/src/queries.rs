@@ -16,6 +16,7 @@ use crate::list_sql::ListSql;
 use crate::rows::{self, StoreRow};
 use crate::statement::{Arg, Statement};
 use crate::store_sql::RANGE;
+use crate::totals::Counted;
 
 fn decoded<T>(result: Result<T, sqlx::Error>) -> Result<T, StoreError> {
     result.or_store_error()
@@ -30,7 +31,25 @@ pub(crate) async fn list(
     let sql = store.sql();
     if !query.is_plain() {
         let list = ListSql::new(sql.dialect, &sql.schema, query);
-        let read = page_and_tally(store, &list.page, &list.tally, &list.args()).await;
+        let Some(filter) = &list.filter else {
+            let args = list.args(None);
+            let read = page_and_tally(store, &list.page, &list.tally, &args, false).await;
+            return reported(store, read.map(Tallied::page));
+        };
+        // The total last counted for the filter, taken if it still holds.
+        let known = store.totals.known(filter);
+        let args = list.args(known);
+        let read = page_and_tally(store, &list.page, &list.tally, &args, true).await;
+        let read = read.and_then(|read| {
+            let counted = Counted {
+                version: read.version,
+                origin: read.origin,
+                total: read.total,
+            };
+            let total = store.totals.settle(filter, known, counted);
+            let total = total.ok_or_else(|| StoreError::other("a kept total changed"))?;
+            Ok(Tallied { total, ..read }.page())
+        });
         return reported(store, read);
     }
     // Past the first range, start from the page's range (`book_ranges`).
@@ -43,10 +62,8 @@ pub(crate) async fn list(
         Arg::Int(i64::from(query.limit)),
         Arg::Int(i64::try_from(query.offset).unwrap_or(i64::MAX)),
     ];
-    reported(
-        store,
-        page_and_tally(store, statement, &sql.tally, &args).await,
-    )
+    let read = page_and_tally(store, statement, &sql.tally, &args, false).await;
+    reported(store, read.map(Tallied::page))
 }
 
 /// `read`, its count reported to the store's history ([`Lineage::read_at`]): a state the
@@ -59,34 +76,62 @@ fn reported<T>(
 ) -> Result<(T, u64), StoreError> {
     if let Ok((_, count)) = &read {
         store.check.lineage().read_at(*count);
+        store.totals.seen(*count as i64);
     }
     read
 }
 
-/// The rows of `page` with the total and version they carry, or for an empty page those
-/// of `tally` (each statement binds the arguments it names).
+/// A page's books, with the total, version and origin its statement answered.
+struct Tallied {
+    books: Vec<BookRecord>,
+    total: i64,
+    version: i64,
+    origin: i64,
+}
+
+impl Tallied {
+    /// The page and the version.
+    fn page(self) -> (BookPage, u64) {
+        let page = BookPage {
+            books: self.books,
+            total: self.total as u64,
+        };
+        (page, self.version as u64)
+    }
+}
+
+/// The rows of `page` with the total and version (and, if `counted`, the origin) they
+/// carry, or for an empty page those of `tally` (each statement binds the arguments it
+/// names).
 async fn page_and_tally(
     store: &SqlStore<impl Backend>,
     page: &Statement,
     tally: &Statement,
     args: &[Arg<'_>],
-) -> Result<(BookPage, u64), StoreError> {
+    counted: bool,
+) -> Result<Tallied, StoreError> {
     let rows = store.read(Read::Data, page, args).await?;
+    let origin = match rows.first() {
+        Some(row) if counted => decoded(row.int_named("origin"))?,
+        _ => 0,
+    };
     let rows = decoded(rows.iter().map(StoreRow::page).collect())?;
     let (books, tallied) = rows::page(rows);
-    let (total, version) = match tallied {
-        Some(tallied) => tallied,
+    let (total, version, origin) = match tallied {
+        Some((total, version)) => (total, version, origin),
         None => {
             let rows = store.read(Read::Primary, tally, args).await?;
             let row = first(&rows)?;
-            (decoded(row.int(0))?, decoded(row.int(1))?)
+            let origin = if counted { decoded(row.int(2))? } else { 0 };
+            (decoded(row.int(0))?, decoded(row.int(1))?, origin)
         }
     };
-    let page = BookPage {
+    Ok(Tallied {
         books,
-        total: total as u64,
-    };
-    Ok((page, version as u64))
+        total,
+        version,
+        origin,
+    })
 }
 
 /// [`Versions::get_versioned`](books_core::store::Versions::get_versioned): the book,

@@ -87,6 +87,8 @@ pub trait StoreRow: Row {
     fn key_record(&self) -> Result<IdempotencyRecord, sqlx::Error>;
     /// The `BIGINT` in column `index`.
     fn int(&self, index: usize) -> Result<i64, sqlx::Error>;
+    /// The `BIGINT` in the column named `name`.
+    fn int_named(&self, name: &str) -> Result<i64, sqlx::Error>;
     /// The `BIGINT` or null in column `index`.
     fn maybe_int(&self, index: usize) -> Result<Option<i64>, sqlx::Error>;
     /// The boolean in column `index`.
@@ -146,6 +148,9 @@ where
     }
     fn int(&self, index: usize) -> Result<i64, sqlx::Error> {
         self.try_get(index)
+    }
+    fn int_named(&self, name: &str) -> Result<i64, sqlx::Error> {
+        self.try_get(name)
     }
     fn maybe_int(&self, index: usize) -> Result<Option<i64>, sqlx::Error> {
         self.try_get(index)

@@ -30,6 +30,7 @@ impl<DB: Backend> SqlStore<DB> {
                 schema.as_deref(),
             )),
             creates: Arc::default(),
+            totals: Arc::default(),
             servers,
             extra,
             schema,

@@ -163,6 +163,7 @@ macro_rules! __store_tier {
             $crate::__with_hook!($hook $crate::__store_cases!($attrs $fixture;
                 list_queries_stay_exact_across_writes_from_outside,
                 filtered_pages_and_totals_come_from_one_snapshot,
+                filtered_totals_follow_every_write,
             ););
         }
     };

@@ -327,6 +327,79 @@ pub async fn list_queries_stay_exact_across_writes_from_outside(
     assert_ne!(moved, tag);
 }
 
+/// A filter's total asked again, on every page of it, and after each kind of write: the
+/// count of what the filter keeps then, whatever a store remembers between reads (the
+/// SQL stores keep a filter's last count while the version holds). A backup restored
+/// takes the version back (another read sees it), and a write after it brings it to
+/// where it was with other books.
+pub async fn filtered_totals_follow_every_write(store: Fixture<impl TestStore + ListQueries>) {
+    let (ann, bob, _) = catalogue(&store).await;
+    let year = |from: usize| {
+        ListQuery::new(from as u64, 1).with_filter(ListFilter {
+            author_ids: vec![],
+            years: vec![YearRange::year(2015)],
+            title: None,
+        })
+    };
+    let totals = async |what: &str, expected: u64| {
+        for (page, books) in [(0, 1), (0, 1), (expected as usize - 1, 1), (50, 0)] {
+            let (titles, total) = listed(&*store, &year(page)).await;
+            assert_eq!(
+                (titles.len(), total),
+                (books, expected),
+                "{what}: the page from {page}"
+            );
+        }
+    };
+    totals("at first", 2).await;
+    let added = store
+        .create(&input("Dune 2015", bob, 2015), at(11))
+        .await
+        .unwrap();
+    totals("a create", 3).await;
+    store
+        .update(added.id, &input("Dune 2016", bob, 2016), at(12))
+        .await
+        .unwrap();
+    totals("an update out of the filter", 2).await;
+    store
+        .outside(OutsideWrite::AddBook {
+            title: "Outside".into(),
+            author_id: ann,
+            year: 2015,
+        })
+        .await;
+    totals("an insert from outside", 3).await;
+    let every = listed(&*store, &query(0, 50)).await;
+    store
+        .outside(OutsideWrite::Snapshot {
+            name: "totals".into(),
+        })
+        .await;
+    store
+        .outside(OutsideWrite::AddBook {
+            title: "Lost".into(),
+            author_id: ann,
+            year: 2015,
+        })
+        .await;
+    totals("before the restore", 4).await;
+    store
+        .outside(OutsideWrite::Restore {
+            name: "totals".into(),
+        })
+        .await;
+    // Another read sees the version go back; the filter is not read at it.
+    assert_eq!(listed(&*store, &query(0, 50)).await, every, "restored");
+    store
+        .outside(OutsideWrite::Retitle {
+            id: added.id,
+            title: "Dune 2016, retitled".into(),
+        })
+        .await;
+    totals("restored, then written", 3).await;
+}
+
 /// A filtered page and its total come from one snapshot while a writer outside the
 /// store adds and removes matching books beside the reads (rule 2).
 pub async fn filtered_pages_and_totals_come_from_one_snapshot(
