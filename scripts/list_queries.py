@@ -3,7 +3,7 @@
 hand-written axum + sqlx server (`benches/handwritten.rs`) given the same filters.
 
     python3 scripts/list_queries.py [--stores sqlite,postgres,mysql] [--books 1000000]
-                                    [--rounds 3] [--seconds 5] [--cached]
+                                    [--rounds 3] [--seconds 5] [--cached] [--before BIN]
 
 Bulk-loads `--books` books (1,000 authors, years 2000-2025, every 1,000th title containing
 "Zyzzyva") into our server's tables and the hand-written server's, in SQL, then asks both
@@ -11,8 +11,9 @@ Bulk-loads `--books` books (1,000 authors, years 2000-2025, every 1,000th title 
 author, of one year, sorted by `-year` and by `title`, page 100 of one year, and page 1
 of the title substring that matches 1,000 books, all with `include=author` (wrk, 8
 connections, servers pinned as in `load.py`). Reports requests/s, p99, the cost (1/rps)
-relative to the same server's unfiltered page 1, and our throughput relative to
-hand-written's.
+relative to the same server's unfiltered page 1, and each server's throughput relative
+to hand-written's. `--before BIN` also asks an earlier build of our server, over the same
+tables, in the same rounds.
 
 `--cached` instead runs our server with its cache on over 1,000 books (posted through the
 API) and compares the server's CPU per cached answer for each filtered page with the
@@ -115,10 +116,12 @@ def uncached(args):
     harness.run(["cargo", "build", "--release", "-p", "books-benches", "--example", "handwritten"], cwd=harness.ROOT)
     tmp = tempfile.mkdtemp(prefix="books-list-queries-")
     ports = {"ours": 18101, "handwritten": 18102}
+    if args.before:
+        ports["before"] = 18104
     print(f"{args.books:,} books ({AUTHORS:,} authors, 26 years), our cache off; {args.rounds} rounds x "
           f"{args.seconds}s, wrk -t1 -c8 on core 1, servers on core 0 (one runtime thread). "
           "Cost: 1/throughput relative to the same server's page 1.\n")
-    print("| store | page (include=author) | server | req/s | p99 | cost vs page 1 | ours / hand-written |")
+    print("| store | page (include=author) | server | req/s | p99 | cost vs page 1 | server / hand-written |")
     print("|---|---|---|---|---|---|---|")
     for store in args.stores.split(","):
         url = harness.prepare_store(store, tmp)
@@ -127,11 +130,15 @@ def uncached(args):
         try:
             procs["ours"] = harness.start([harness.SERVER, "--listen", f"127.0.0.1:{ports['ours']}", "--database-url",
                                         url, "--cache-entries", "0"], ports["ours"])
+            if args.before:
+                procs["before"] = harness.start([args.before, "--listen", f"127.0.0.1:{ports['before']}",
+                                                 "--database-url", url, "--cache-entries", "0"], ports["before"])
             procs["handwritten"] = harness.start([f"{harness.RELEASE}/handwritten", hand_url,
                                                f"127.0.0.1:{ports['handwritten']}"], ports["handwritten"])
             ours, hand = targets(store, tmp, url)
             bulk_load(store, ours, hand, args.books)
-            first = {"ours": sql(store, ours, ["SELECT MIN(id) FROM authors WHERE name LIKE 'Bench %'"]),
+            first_ours = sql(store, ours, ["SELECT MIN(id) FROM authors WHERE name LIKE 'Bench %'"])
+            first = {"ours": first_ours, "before": first_ours,
                      "handwritten": sql(store, hand, ["SELECT MIN(id) FROM authors WHERE name LIKE 'Bench %'"])}
             results = {}
             for _ in range(args.rounds):
@@ -142,9 +149,9 @@ def uncached(args):
                         results.setdefault((page, server), []).append(r)
             for (page, server), rs in results.items():
                 base = results[("page 1", server)]
-                cost = statistics.median(b["rps"] / r["rps"] for r, b in zip(rs, base))
-                versus = statistics.median(r["rps"] / h["rps"] for r, h in zip(results[(page, "ours")],
-                                                                               results[(page, "handwritten")]))
+                cost = statistics.median(b["rps"] / r["rps"] if r["rps"] else float("inf") for r, b in zip(rs, base))
+                versus = statistics.median(r["rps"] / h["rps"] if h["rps"] else float("inf")
+                                       for r, h in zip(rs, results[(page, "handwritten")]))
                 print(f"| {store} | {page} | {server} | {harness.rate(rs)} | "
                       f"{rs[-1]['p99']} | {cost:.2f}x | {versus:.2f}x |")
         finally:
@@ -190,6 +197,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--cached", action="store_true")
+    parser.add_argument("--before", help="an earlier build of the server, asked beside ours")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         harness.run(["apt-get", "install", "-y", "-qq", "wrk"])

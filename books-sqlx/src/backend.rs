@@ -15,6 +15,7 @@ use crate::Error;
 use crate::batch::{Creates, NewBook};
 use crate::check::VersionCheck;
 use crate::driver::Driver;
+use crate::list_sql::Filter;
 use crate::statement::{Arg, Dialect, Statement};
 use crate::store_sql::Statements;
 use crate::totals::Totals;
@@ -47,7 +48,7 @@ pub struct SqlStore<DB: Backend> {
     /// Creates waiting to be written together (one queue per set of tables).
     pub(crate) creates: Arc<Creates>,
     /// The totals of filtered lists last counted.
-    pub(crate) totals: Arc<Totals>,
+    pub(crate) totals: Arc<Totals<Filter>>,
 }
 
 impl<DB: Backend> Clone for SqlStore<DB> {

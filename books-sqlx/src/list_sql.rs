@@ -13,7 +13,7 @@
 use books_core::store::{ListQuery, SortField, fold_title};
 
 use crate::statement::{Arg, Dialect, Statement};
-use crate::totals::{Counted, Filter, count_unless_known, origin_sql};
+use crate::totals::{Counted, count_unless_known, origin_sql};
 
 /// PostgreSQL's ASCII-only lowering of a text: its `lower()` lowers every letter but
 /// under the "C" collation, where it lowers ASCII letters only (and compares by code
@@ -311,6 +311,9 @@ fn folded_mysql(columns: &BookColumns<'_>) -> String {
         )
     })
 }
+
+/// A filter as its statement counts it: its condition as written and the values bound.
+pub(crate) type Filter = (String, Vec<ListValue>);
 
 /// The store's own filtered or sorted list: its statements and their arguments.
 #[derive(Debug)]

@@ -15,10 +15,10 @@
 //! lower than one it read before forgets every total.
 
 use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use crate::list_sql::ListValue;
 use crate::statement::Dialect;
 
 /// How many filters' totals a store keeps; past it, it forgets them all and counts again
@@ -27,9 +27,6 @@ const KEPT: usize = 1024;
 
 /// What the page's statement answers as its total when the kept one still holds.
 pub(crate) const UNCHANGED: i64 = -1;
-
-/// A filter as its statement counts it: its condition as written and the values bound.
-pub(crate) type Filter = (String, Vec<ListValue>);
 
 /// A total and where it was counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,17 +39,26 @@ pub(crate) struct Counted {
     pub(crate) total: i64,
 }
 
-/// The last total of each filter a store counted, shared by its clones.
-#[derive(Debug, Default)]
-pub(crate) struct Totals {
-    kept: Mutex<HashMap<Filter, Counted>>,
+/// The last total of each filter (`F`) a store counted, shared by its clones.
+#[derive(Debug)]
+pub(crate) struct Totals<F> {
+    kept: Mutex<HashMap<F, Counted>>,
     /// The highest count any of the store's reads saw.
     highest: AtomicI64,
 }
 
-impl Totals {
+impl<F> Default for Totals<F> {
+    fn default() -> Self {
+        Self {
+            kept: Mutex::default(),
+            highest: AtomicI64::default(),
+        }
+    }
+}
+
+impl<F: Hash + Eq + Clone> Totals<F> {
     /// The last total counted for `filter`.
-    pub(crate) fn known(&self, filter: &Filter) -> Option<Counted> {
+    pub(crate) fn known(&self, filter: &F) -> Option<Counted> {
         self.kept.lock().ok()?.get(filter).copied()
     }
 
@@ -69,7 +75,7 @@ impl Totals {
     }
 
     /// `counted` is `filter`'s total now.
-    pub(crate) fn keep(&self, filter: &Filter, counted: Counted) {
+    pub(crate) fn keep(&self, filter: &F, counted: Counted) {
         let Ok(mut totals) = self.kept.lock() else {
             return;
         };
@@ -83,7 +89,7 @@ impl Totals {
     /// `known`'s when the statement found it unchanged, otherwise `total`, kept.
     pub(crate) fn settle(
         &self,
-        filter: &Filter,
+        filter: &F,
         known: Option<Counted>,
         counted: Counted,
     ) -> Option<i64> {
@@ -134,8 +140,8 @@ pub(crate) fn count_unless_known(
 mod tests {
     use super::*;
 
-    fn filter(year: i32) -> Filter {
-        ("b.year = $3".to_owned(), vec![ListValue::Year(year)])
+    fn filter(year: i32) -> (String, i32) {
+        ("b.year = $3".to_owned(), year)
     }
 
     fn counted(version: i64, origin: i64, total: i64) -> Counted {

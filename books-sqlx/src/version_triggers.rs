@@ -46,6 +46,10 @@ use crate::statement::{Arg, Dialect, Statement};
 /// `changes` count that inserts of books leave alone, which
 /// [`tallied_version`](Self::tallied_version) reads for
 /// [`VersionTally`](books_core::store::VersionTally): cached pages then survive creates.
+///
+/// Use one value (and its clones) per database: it remembers the history it last told
+/// (PostgreSQL's, across a promotion that lost nothing), which another database's
+/// versions would mix with.
 #[derive(Debug)]
 pub struct VersionTriggers<DB: Backend> {
     database: PhantomData<fn() -> DB>,
