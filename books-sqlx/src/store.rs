@@ -80,10 +80,13 @@ impl<DB: Backend> SqlStore<DB> {
         DB::write(self, statement, then, args).await
     }
 
-    /// The version check's reading (see [`VersionCheck::tallied`]).
+    /// The version check's reading (see [`VersionCheck::tallied`]), its count told to the
+    /// filtered totals (a count that went backwards forgets them).
     pub(crate) async fn tallied(&self, above: Option<i64>) -> Result<Checked, StoreError> {
         let check = self.check.tallied(self.servers.check_pool(), above);
-        self.servers.on_primary(check).await
+        let checked = self.servers.on_primary(check).await?;
+        self.totals.seen(checked.version.count as i64);
+        Ok(checked)
     }
 
     /// The embedded migrations, recording into [`MIGRATIONS_TABLE`](crate::MIGRATIONS_TABLE):
