@@ -36,21 +36,23 @@ pub(crate) async fn list(
             let read = page_and_tally(store, &list.page, &list.tally, &args, false).await;
             return reported(store, read.map(Tallied::page));
         };
-        // The total last counted for the filter, taken if it still holds.
-        let known = store.totals.known(filter);
-        let args = list.args(known);
-        let read = page_and_tally(store, &list.page, &list.tally, &args, true).await;
-        let read = read.and_then(|read| {
+        // The total last counted for the filter, taken if it still holds; else counted.
+        let mut known = store.totals.known(filter);
+        loop {
+            let args = list.args(known.counted);
+            let read = page_and_tally(store, &list.page, &list.tally, &args, true).await?;
+            store.totals.seen(read.version);
             let counted = Counted {
                 version: read.version,
                 origin: read.origin,
                 total: read.total,
             };
-            let total = store.totals.settle(filter, known, counted);
-            let total = total.ok_or_else(|| StoreError::other("a kept total changed"))?;
-            Ok(Tallied { total, ..read }.page())
-        });
-        return reported(store, read);
+            match store.totals.settle(filter, known, counted) {
+                Some(total) => return reported(store, Ok(Tallied { total, ..read }.page())),
+                None if known.counted.is_some() => known = store.totals.known(filter).counting(),
+                None => return Err(StoreError::other("a filtered page came without its count")),
+            }
+        }
     }
     // Past the first range, start from the page's range (`book_ranges`).
     let statement = if query.offset < RANGE {

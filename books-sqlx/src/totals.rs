@@ -17,7 +17,6 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, Ordering};
 
 use crate::statement::Dialect;
 
@@ -41,64 +40,90 @@ pub(crate) struct Counted {
 
 /// The last total of each filter (`F`) a store counted, shared by its clones.
 #[derive(Debug)]
-pub(crate) struct Totals<F> {
-    kept: Mutex<HashMap<F, Counted>>,
+pub(crate) struct Totals<F>(Mutex<State<F>>);
+
+#[derive(Debug)]
+struct State<F> {
+    kept: HashMap<F, Counted>,
     /// The highest count any of the store's reads saw.
-    highest: AtomicI64,
+    highest: i64,
+    /// How many times the store forgot every total.
+    forgotten: u64,
 }
 
-impl<F> Default for Totals<F> {
-    fn default() -> Self {
+/// What a statement is sent with: the filter's kept total, if any, and how many times
+/// the store had forgotten its totals then.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Known {
+    pub(crate) counted: Option<Counted>,
+    forgotten: u64,
+}
+
+impl Known {
+    /// The same, with no total kept: the statement counts.
+    pub(crate) fn counting(self) -> Self {
         Self {
-            kept: Mutex::default(),
-            highest: AtomicI64::default(),
+            counted: None,
+            ..self
         }
     }
 }
 
+impl<F> Default for Totals<F> {
+    fn default() -> Self {
+        Self(Mutex::new(State {
+            kept: HashMap::new(),
+            highest: 0,
+            forgotten: 0,
+        }))
+    }
+}
+
 impl<F: Hash + Eq + Clone> Totals<F> {
+    fn state(&self) -> std::sync::MutexGuard<'_, State<F>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The last total counted for `filter`.
-    pub(crate) fn known(&self, filter: &F) -> Option<Counted> {
-        self.kept.lock().ok()?.get(filter).copied()
+    pub(crate) fn known(&self, filter: &F) -> Known {
+        let state = self.state();
+        Known {
+            counted: state.kept.get(filter).copied(),
+            forgotten: state.forgotten,
+        }
     }
 
     /// A read of the store's saw `version`: one lower than a read saw before forgets
     /// every total (a replica behind the primary does too, which costs counts only).
     pub(crate) fn seen(&self, version: i64) {
-        let before = self.highest.fetch_max(version, Ordering::AcqRel);
-        if version < before {
-            self.highest.store(version, Ordering::Release);
-            if let Ok(mut totals) = self.kept.lock() {
-                totals.clear();
-            }
+        let mut state = self.state();
+        if version < state.highest {
+            state.kept.clear();
+            state.forgotten += 1;
         }
+        state.highest = version;
     }
 
-    /// `counted` is `filter`'s total now.
-    pub(crate) fn keep(&self, filter: &F, counted: Counted) {
-        let Ok(mut totals) = self.kept.lock() else {
-            return;
-        };
-        if totals.len() >= KEPT && !totals.contains_key(filter) {
-            totals.clear();
-        }
-        totals.insert(filter.clone(), counted);
-    }
-
-    /// The total a page's statement answered (`total`, at `version` on `origin`):
-    /// `known`'s when the statement found it unchanged, otherwise `total`, kept.
-    pub(crate) fn settle(
-        &self,
-        filter: &F,
-        known: Option<Counted>,
-        counted: Counted,
-    ) -> Option<i64> {
+    /// The total a statement sent with `known` answered (`counted`, its version already
+    /// [`seen`](Self::seen)): its own count, kept unless the store forgot its totals
+    /// since it was sent; or [`UNCHANGED`], `known`'s total if that still stands. `None`:
+    /// the statement must count.
+    pub(crate) fn settle(&self, filter: &F, known: Known, counted: Counted) -> Option<i64> {
+        let mut state = self.state();
+        let current = state.forgotten == known.forgotten;
         if counted.total != UNCHANGED {
-            self.keep(filter, counted);
+            if current {
+                if state.kept.len() >= KEPT && !state.kept.contains_key(filter) {
+                    state.kept.clear();
+                }
+                state.kept.insert(filter.clone(), counted);
+            }
             return Some(counted.total);
         }
         known
-            .filter(|known| known.version == counted.version && known.origin == counted.origin)
+            .counted
+            .filter(|known| current && known.version == counted.version)
+            .filter(|known| known.origin == counted.origin)
             .map(|known| known.total)
     }
 }
@@ -108,11 +133,13 @@ impl<F: Hash + Eq + Clone> Totals<F> {
 /// replica alike.
 pub(crate) fn origin_sql(dialect: Dialect) -> &'static str {
     match dialect {
-        // A server started again (a restore, a rewind, a promotion) starts at another
-        // time; a table written anew (a restore, `TRUNCATE`) gets another file.
+        // A server started again (a physical restore, a rewind, another server behind
+        // the same address) starts at another time; one promoted in place goes on with its
+        // own history, which a count read on it followed; a table written anew (a
+        // restore, `TRUNCATE`) gets another file.
         Dialect::Postgres => {
-            "hashtextextended(pg_postmaster_start_time()::text || '/' || current_database() \
-             || '/' || pg_relation_filenode('{s}book_count')::text, 0)"
+            "hashtextextended(extract(epoch FROM pg_postmaster_start_time())::text || '/' \
+             || current_database() || '/' || pg_relation_filenode('{s}book_count')::text, 0)"
         }
         // The version check's history: the server and when the counter table was created.
         Dialect::MySql => crate::check::history_sql(Dialect::MySql),
@@ -152,68 +179,89 @@ mod tests {
         }
     }
 
+    /// What the store answers for the filter of `year` read at `version` (origin 1),
+    /// its statement counting `total` unless sent with a kept total of that version, and
+    /// sent again to count when the kept one is refused, as `queries::list` does.
+    fn read(totals: &Totals<(String, i32)>, year: i32, version: i64, total: i64) -> Option<i64> {
+        let known = totals.known(&filter(year));
+        let kept = known
+            .counted
+            .is_some_and(|k| k.version == version && k.origin == 1);
+        let answered = if kept { UNCHANGED } else { total };
+        totals.seen(version);
+        let settled = totals.settle(&filter(year), known, counted(version, 1, answered));
+        settled.or_else(|| {
+            let counting = totals.known(&filter(year)).counting();
+            totals.settle(&filter(year), counting, counted(version, 1, total))
+        })
+    }
+
     #[test]
     fn a_count_is_kept_and_given_back_at_its_version_and_origin_only() {
         let totals = Totals::default();
+        let known = totals.known(&filter(2010));
         assert_eq!(
-            totals.settle(&filter(2010), None, counted(7, 1, 38)),
+            totals.settle(&filter(2010), known, counted(7, 1, 38)),
             Some(38)
         );
         let known = totals.known(&filter(2010));
-        assert_eq!(known, Some(counted(7, 1, 38)));
-        assert_eq!(totals.known(&filter(2011)), None);
+        assert_eq!(known.counted, Some(counted(7, 1, 38)));
+        assert_eq!(totals.known(&filter(2011)).counted, None);
         // The statement found the version and origin unchanged.
+        let unchanged = |version, origin| counted(version, origin, UNCHANGED);
         assert_eq!(
-            totals.settle(&filter(2010), known, counted(7, 1, UNCHANGED)),
+            totals.settle(&filter(2010), known, unchanged(7, 1)),
             Some(38)
         );
         // An answer of "unchanged" at another version or origin is not taken.
-        assert_eq!(
-            totals.settle(&filter(2010), known, counted(8, 1, UNCHANGED)),
-            None
-        );
-        assert_eq!(
-            totals.settle(&filter(2010), known, counted(7, 2, UNCHANGED)),
-            None
-        );
-        assert_eq!(
-            totals.settle(&filter(2010), None, counted(7, 1, UNCHANGED)),
-            None
-        );
+        assert_eq!(totals.settle(&filter(2010), known, unchanged(8, 1)), None);
+        assert_eq!(totals.settle(&filter(2010), known, unchanged(7, 2)), None);
+        let nothing = totals.known(&filter(2011));
+        assert_eq!(totals.settle(&filter(2011), nothing, unchanged(7, 1)), None);
         // A new count replaces the old.
         assert_eq!(
             totals.settle(&filter(2010), known, counted(9, 1, 39)),
             Some(39)
         );
-        assert_eq!(totals.known(&filter(2010)), Some(counted(9, 1, 39)));
+        assert_eq!(totals.known(&filter(2010)).counted, Some(counted(9, 1, 39)));
     }
 
     #[test]
     fn a_count_that_went_backwards_forgets_every_total() {
         let totals = Totals::default();
+        assert_eq!(read(&totals, 2010, 50, 38), Some(38));
+        assert_eq!(read(&totals, 2010, 50, 0), Some(38), "kept");
+        totals.seen(100);
+        // A backup restored to 40, then writes back to 50: the first read of the filter
+        // sees 50 below 100 and counts.
+        assert_eq!(read(&totals, 2010, 50, 41), Some(41));
+        assert_eq!(read(&totals, 2010, 50, 0), Some(41), "kept again");
+    }
+
+    #[test]
+    fn a_count_sent_before_the_store_forgot_is_not_kept() {
+        let totals = Totals::default();
+        totals.seen(10);
+        let before = totals.known(&filter(2010));
         totals.seen(5);
-        totals.keep(&filter(2010), counted(7, 1, 38));
-        totals.seen(7);
-        totals.seen(9);
-        assert_eq!(totals.known(&filter(2010)), Some(counted(7, 1, 38)));
-        totals.seen(6);
-        assert_eq!(totals.known(&filter(2010)), None);
-        // From there on, as before.
-        totals.keep(&filter(2010), counted(7, 1, 40));
-        totals.seen(7);
-        assert_eq!(totals.known(&filter(2010)), Some(counted(7, 1, 40)));
+        // Sent before the restore, answered after: given, not kept.
+        assert_eq!(
+            totals.settle(&filter(2010), before, counted(10, 1, 38)),
+            Some(38)
+        );
+        assert_eq!(totals.known(&filter(2010)).counted, None);
     }
 
     #[test]
     fn past_its_bound_the_store_forgets_and_counts_again() {
         let totals = Totals::default();
         for year in 0..KEPT as i32 {
-            totals.keep(&filter(year), counted(1, 1, 1));
+            assert_eq!(read(&totals, year, 1, 1), Some(1));
         }
-        totals.keep(&filter(0), counted(2, 1, 2));
-        assert_eq!(totals.known(&filter(1)), Some(counted(1, 1, 1)));
-        totals.keep(&filter(-1), counted(1, 1, 1));
-        assert_eq!(totals.known(&filter(1)), None);
-        assert_eq!(totals.known(&filter(-1)), Some(counted(1, 1, 1)));
+        assert_eq!(read(&totals, 0, 2, 2), Some(2));
+        assert!(totals.known(&filter(1)).counted.is_some());
+        assert_eq!(read(&totals, -1, 2, 1), Some(1));
+        assert_eq!(totals.known(&filter(1)).counted, None);
+        assert!(totals.known(&filter(-1)).counted.is_some());
     }
 }

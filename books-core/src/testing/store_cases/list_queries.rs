@@ -330,8 +330,8 @@ pub async fn list_queries_stay_exact_across_writes_from_outside(
 /// A filter's total asked again, on every page of it, and after each kind of write: the
 /// count of what the filter keeps then, whatever a store remembers between reads (the
 /// SQL stores keep a filter's last count while the version holds). A backup restored
-/// takes the version back (another read sees it), and a write after it brings it to
-/// where it was with other books.
+/// takes the version back, and a write after it brings it to where it was with other
+/// books: seen by another read first, or by the filter's own.
 pub async fn filtered_totals_follow_every_write(store: Fixture<impl TestStore + ListQueries>) {
     let (ann, bob, _) = catalogue(&store).await;
     let year = |from: usize| {
@@ -398,6 +398,36 @@ pub async fn filtered_totals_follow_every_write(store: Fixture<impl TestStore + 
         })
         .await;
     totals("restored, then written", 3).await;
+    // A total kept below the highest version read, a backup restored under it and a
+    // write that brings the version back to the kept total's: the filter, read first,
+    // counts.
+    store
+        .outside(OutsideWrite::Snapshot {
+            name: "kept".into(),
+        })
+        .await;
+    store
+        .outside(OutsideWrite::AddBook {
+            title: "Lost again".into(),
+            author_id: ann,
+            year: 2015,
+        })
+        .await;
+    totals("before the second restore", 4).await;
+    let retitle = |title: &str| OutsideWrite::Retitle {
+        id: added.id,
+        title: title.into(),
+    };
+    store.outside(retitle("Dune 2016, again")).await;
+    let past = listed(&*store, &query(0, 50)).await.1;
+    assert_eq!(past, every.1 + 1, "a read past the kept total");
+    store
+        .outside(OutsideWrite::Restore {
+            name: "kept".into(),
+        })
+        .await;
+    store.outside(retitle("Dune 2016, once more")).await;
+    totals("restored under a kept total, then written", 3).await;
 }
 
 /// A filtered page and its total come from one snapshot while a writer outside the
