@@ -91,6 +91,12 @@ pub(crate) fn history_sql(dialect: Dialect) -> &'static str {
     }
 }
 
+/// What `{db}` stands for in [`history_sql`]: MariaDB's `database` as a string literal, or
+/// `NULL` for the connection's.
+pub(crate) fn database_literal(database: Option<&str>) -> String {
+    database.map_or("NULL".to_owned(), |name| format!("'{name}'"))
+}
+
 /// How many times a pool switched hosts (a failover): a connection opened at an older
 /// generation is of the host before, and dropped before its next use.
 #[derive(Debug, Default)]

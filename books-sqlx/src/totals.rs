@@ -149,17 +149,12 @@ pub(crate) fn origin_sql(dialect: Dialect) -> &'static str {
 }
 
 /// `count` written to answer [`UNCHANGED`] when, in the statement's snapshot, the version
-/// is `$version` and the origin `$origin` (the parameters numbered so).
-pub(crate) fn count_unless_known(
-    dialect: Dialect,
-    count: &str,
-    version: usize,
-    origin: usize,
-) -> String {
+/// `k.version` is `$version` and the origin `k.origin` is `$origin` (the parameters
+/// numbered so; `k` is the statement's one-row table of both).
+pub(crate) fn count_unless_known(count: &str, version: usize, origin: usize) -> String {
     format!(
-        "CASE WHEN (SELECT CAST(SUM(version) AS {{int8}}) FROM {{s}}book_count) = ${version} \
-         AND {} = ${origin} THEN {UNCHANGED} ELSE {count} END",
-        origin_sql(dialect)
+        "CASE WHEN k.version = ${version} AND k.origin = ${origin} THEN {UNCHANGED} \
+         ELSE {count} END"
     )
 }
 

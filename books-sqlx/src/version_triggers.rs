@@ -233,10 +233,9 @@ impl<DB: Backend> VersionTriggers<DB> {
 
     /// The database's history, as the stores' version check reads it.
     fn history_sql(&self) -> String {
-        let database = match self.counter.split_once('.') {
-            Some((database, _)) => format!("'{database}'"),
-            None => "NULL".to_owned(),
-        };
+        let database = crate::check::database_literal(
+            self.counter.split_once('.').map(|(database, _)| database),
+        );
         crate::check::history_sql(self.dialect)
             .replace("{s}book_count", &self.counter)
             .replace("{db}", &database)

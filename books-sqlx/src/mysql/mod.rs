@@ -163,7 +163,7 @@ impl Engine for MySql {
         prefix: &str,
         schema: Option<&str>,
     ) -> VersionCheck<MySql> {
-        let database = schema.map_or("NULL".to_owned(), |name| format!("'{name}'"));
+        let database = crate::check::database_literal(schema);
         let own = servers.own.then(|| servers.generation());
         VersionCheck::new(Dialect::MySql, prefix, &database, None, own)
     }
