@@ -16,7 +16,6 @@ use sqlx::{Pool, Transaction};
 use crate::backend::Backend;
 use crate::book_tables::{BookTables, snapshot};
 use crate::key_records::KeyRecords;
-use crate::retry::retry_conflicts;
 use crate::statement::Dialect;
 use crate::version_triggers::VersionTriggers;
 use crate::{Error, store_error};
@@ -251,12 +250,7 @@ impl<DB: Backend, W: HostWrites<DB>> BookStore for HostStore<DB, W> {
     }
 
     async fn create(&self, new: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
-        retry_conflicts(|| async {
-            let mut tx = self.write().await?;
-            let end = self.inserted(&mut tx, new, now).await?.into();
-            finish(tx, end).await
-        })
-        .await?
+        in_write!(self, |tx| self.inserted(tx, new, now).await?.into())
     }
 
     async fn update(
@@ -265,21 +259,13 @@ impl<DB: Backend, W: HostWrites<DB>> BookStore for HostStore<DB, W> {
         new: &BookInput,
         now: DateTime<Utc>,
     ) -> Result<Option<BookRecord>, StoreError> {
-        retry_conflicts(|| async {
-            let mut tx = self.write().await?;
-            let end = self.updated(&mut tx, id, new, now).await?.into();
-            finish(tx, end).await
-        })
-        .await?
+        in_write!(self, |tx| self.updated(tx, id, new, now).await?.into())
     }
 
     async fn delete(&self, id: i64) -> Result<bool, StoreError> {
-        retry_conflicts(|| async {
-            let mut tx = self.write().await?;
-            let end = End::Commit(self.parts.writes.delete(&mut tx, id).await?);
-            finish(tx, end).await
-        })
-        .await?
+        in_write!(self, |tx| End::Commit(
+            self.parts.writes.delete(tx, id).await?
+        ))
     }
 
     async fn author_exists(&self, id: i64) -> Result<bool, StoreError> {
@@ -308,23 +294,35 @@ impl<DB: Backend, W: HostWrites<DB>> ListQueries for HostStore<DB, W> {}
 #[async_trait]
 impl<DB: Backend, W: HostAuthors<DB>> AuthorStore for HostStore<DB, W> {
     async fn add_author(&self, name: Option<&str>) -> Result<i64, StoreError> {
-        retry_conflicts(|| async {
-            let mut tx = self.write().await?;
-            let end = End::Commit(self.parts.writes.add_author(&mut tx, name).await?);
-            finish(tx, end).await
-        })
-        .await?
+        in_write!(self, |tx| End::Commit(
+            self.parts.writes.add_author(tx, name).await?
+        ))
     }
 
     async fn remove_author(&self, id: i64) -> Result<bool, StoreError> {
-        retry_conflicts(|| async {
-            let mut tx = self.write().await?;
-            let end = End::Commit(self.parts.writes.remove_author(&mut tx, id).await?);
-            finish(tx, end).await
-        })
-        .await?
+        in_write!(self, |tx| End::Commit(
+            self.parts.writes.remove_author(tx, id).await?
+        ))
     }
 }
+
+/// `$body` (an [`End`], written over `$tx`: the connection, with `?` for this crate's
+/// [`Error`]) in a write transaction of its own ([`HostStore::write`]), committed or rolled back as its [`End`]
+/// says, the whole sent again on a conflict ([`retry_conflicts`](crate::retry_conflicts)): the `T`, or the
+/// store's error. A macro, not a function taking an async closure: the future of one
+/// that borrows its argument is not `Send` for every lifetime, which `async_trait` needs.
+macro_rules! in_write {
+    ($store:expr, |$tx:ident| $body:expr) => {
+        $crate::retry::retry_conflicts(|| async {
+            let mut tx = $store.write().await?;
+            let $tx = &mut *tx;
+            let end = $body;
+            $crate::host_store::finish(tx, end).await
+        })
+        .await?
+    };
+}
+pub(crate) use in_write;
 
 /// A driver error as the API's.
 pub(crate) fn failed(error: sqlx::Error) -> StoreError {

@@ -13,8 +13,7 @@ use chrono::{DateTime, Utc};
 use crate::Error;
 use crate::backend::Backend;
 use crate::book_tables::snapshot;
-use crate::host_store::{End, HostStore, HostWrites, failed, finish};
-use crate::retry::retry_conflicts;
+use crate::host_store::{End, HostStore, HostWrites, failed, in_write};
 
 /// Each read is one snapshot, so the version and the data agree (rule 4).
 #[async_trait]
@@ -73,19 +72,17 @@ impl<DB: Backend, W: HostWrites<DB>> ConditionalWrites for HostStore<DB, W> {
         now: DateTime<Utc>,
         precondition: Precondition<'_>,
     ) -> Result<Conditional<Option<BookRecord>>, StoreError> {
-        retry_conflicts(|| async {
-            let mut tx = self.write().await?;
-            let end = match self.holds(&mut tx, id, precondition, None).await? {
+        in_write!(
+            self,
+            |tx| match self.holds(tx, id, precondition, None).await? {
                 Err(answer) => End::Commit(answer),
                 Ok(()) => self
-                    .updated(&mut tx, id, new, now)
+                    .updated(tx, id, new, now)
                     .await?
                     .map(Conditional::Done)
                     .into(),
-            };
-            finish(tx, end).await
-        })
-        .await?
+            }
+        )
     }
 
     async fn delete_if(
@@ -93,15 +90,12 @@ impl<DB: Backend, W: HostWrites<DB>> ConditionalWrites for HostStore<DB, W> {
         id: i64,
         precondition: Precondition<'_>,
     ) -> Result<Conditional<bool>, StoreError> {
-        retry_conflicts(|| async {
-            let mut tx = self.write().await?;
-            let end = match self.holds(&mut tx, id, precondition, false).await? {
+        in_write!(self, |tx| End::Commit(
+            match self.holds(tx, id, precondition, false).await? {
                 Err(answer) => answer,
-                Ok(()) => Conditional::Done(self.parts.writes.delete(&mut tx, id).await?),
-            };
-            finish(tx, End::Commit(end)).await
-        })
-        .await?
+                Ok(()) => Conditional::Done(self.parts.writes.delete(tx, id).await?),
+            }
+        ))
     }
 }
 
@@ -114,18 +108,13 @@ impl<DB: Backend, W: HostWrites<DB>> IdempotentCreates for HostStore<DB, W> {
         now: DateTime<Utc>,
         key: &IdempotencyKey,
     ) -> Result<KeyedCreate, StoreError> {
-        retry_conflicts(|| async {
-            let mut tx = self.write().await?;
-            let end = match self.inserted(&mut tx, new, now).await? {
-                Err(refused) => End::RollBack(Err(refused)),
-                Ok(written) => match self.parts.keys.keep(&mut tx, key, &written, now).await? {
-                    true => End::Commit(KeyedCreate::Created(written)),
-                    false => End::RollBack(Ok(KeyedCreate::Taken)), // the book goes too
-                },
-            };
-            finish(tx, end).await
+        in_write!(self, |tx| match self.inserted(tx, new, now).await? {
+            Err(refused) => End::RollBack(Err(refused)),
+            Ok(written) => match self.parts.keys.keep(tx, key, &written, now).await? {
+                true => End::Commit(KeyedCreate::Created(written)),
+                false => End::RollBack(Ok(KeyedCreate::Taken)), // the book goes too
+            },
         })
-        .await?
     }
 
     async fn idempotency_record(
