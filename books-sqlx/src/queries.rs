@@ -41,14 +41,17 @@ pub(crate) async fn list(
         loop {
             let args = list.args(known.counted);
             let read = page_and_tally(store, &list.page, &list.tally, &args, true).await?;
-            store.totals.seen(read.version);
             let counted = Counted {
                 version: read.version,
                 origin: read.origin,
                 total: read.total,
             };
             match store.totals.settle(filter, known, counted) {
-                Some(total) => return reported(store, Ok(Tallied { total, ..read }.page())),
+                Some(total) => {
+                    // Seen by the totals as it settled; reported to the history alone.
+                    store.check.lineage().read_at(read.version as u64);
+                    return Ok(Tallied { total, ..read }.page());
+                }
                 None if known.counted.is_some() => known = store.totals.known(filter).counting(),
                 None => return Err(StoreError::other("a filtered page came without its count")),
             }

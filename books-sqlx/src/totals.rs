@@ -69,6 +69,17 @@ impl Known {
     }
 }
 
+impl<F> State<F> {
+    /// [`Totals::seen`], under the lock.
+    fn see(&mut self, version: i64) {
+        if version < self.highest {
+            self.kept.clear();
+            self.forgotten += 1;
+        }
+        self.highest = version;
+    }
+}
+
 impl<F> Default for Totals<F> {
     fn default() -> Self {
         Self(Mutex::new(State {
@@ -96,20 +107,16 @@ impl<F: Hash + Eq + Clone> Totals<F> {
     /// A read of the store's saw `version`: one lower than a read saw before forgets
     /// every total (a replica behind the primary does too, which costs counts only).
     pub(crate) fn seen(&self, version: i64) {
-        let mut state = self.state();
-        if version < state.highest {
-            state.kept.clear();
-            state.forgotten += 1;
-        }
-        state.highest = version;
+        self.state().see(version);
     }
 
-    /// The total a statement sent with `known` answered (`counted`, its version already
-    /// [`seen`](Self::seen)): its own count, kept unless the store forgot its totals
-    /// since it was sent; or [`UNCHANGED`], `known`'s total if that still stands. `None`:
-    /// the statement must count.
+    /// The total a statement sent with `known` answered (`counted`, its version
+    /// [`seen`](Self::seen) first): its own count, kept unless the store forgot its
+    /// totals since it was sent; or [`UNCHANGED`], `known`'s total if that still stands.
+    /// `None`: the statement must count.
     pub(crate) fn settle(&self, filter: &F, known: Known, counted: Counted) -> Option<i64> {
         let mut state = self.state();
+        state.see(counted.version);
         let current = state.forgotten == known.forgotten;
         if counted.total != UNCHANGED {
             if current {
@@ -183,7 +190,6 @@ mod tests {
             .counted
             .is_some_and(|k| k.version == version && k.origin == 1);
         let answered = if kept { UNCHANGED } else { total };
-        totals.seen(version);
         let settled = totals.settle(&filter(year), known, counted(version, 1, answered));
         settled.or_else(|| {
             let counting = totals.known(&filter(year)).counting();
@@ -209,10 +215,10 @@ mod tests {
             Some(38)
         );
         // An answer of "unchanged" at another version or origin is not taken.
-        assert_eq!(totals.settle(&filter(2010), known, unchanged(8, 1)), None);
         assert_eq!(totals.settle(&filter(2010), known, unchanged(7, 2)), None);
+        assert_eq!(totals.settle(&filter(2010), known, unchanged(8, 1)), None);
         let nothing = totals.known(&filter(2011));
-        assert_eq!(totals.settle(&filter(2011), nothing, unchanged(7, 1)), None);
+        assert_eq!(totals.settle(&filter(2011), nothing, unchanged(8, 1)), None);
         // A new count replaces the old.
         assert_eq!(
             totals.settle(&filter(2010), known, counted(9, 1, 39)),
