@@ -354,28 +354,34 @@ impl ListSql {
             .map(|condition| format!(" WHERE {condition}"))
             .unwrap_or_default();
         let order = &clauses.order;
+        // The version, and a filter's origin: on MariaDB (whose origin is a look-up) and
+        // SQLite read once, in a one-row table `k` the rest names; on PostgreSQL written
+        // where they are named (it plans these pages anew each run, and took longer over
+        // the one-row table than a second reading costs).
+        let version = "(SELECT CAST(SUM(version) AS {int8}) FROM {s}book_count)";
+        let origin = (!filtered.is_empty()).then(|| origin_sql(dialect));
+        let (version, origin, known) = if dialect == Dialect::Postgres {
+            (version.to_owned(), origin.map(str::to_owned), None)
+        } else {
+            let read = origin.map_or(String::new(), |o| format!(", {o} AS origin"));
+            let known = format!("(SELECT {version} AS version{read}) k");
+            let origin = origin.map(|_| "k.origin".to_owned());
+            ("k.version".to_owned(), origin, Some(known))
+        };
         // A sort alone keeps every book: the count the triggers keep, not a scan. A
         // filter's count, unless the last one counted still holds (its version and origin
-        // numbered after the filter's values). The version and origin are read once, in a
-        // table of one row (`k`) the rest names: MariaDB's origin is a look-up.
-        let (total, origin) = if filtered.is_empty() {
-            let total = "(SELECT CAST(SUM(n) AS {int8}) FROM {s}book_count)".to_owned();
-            (total, "")
-        } else {
-            let count = format!("(SELECT COUNT(*) FROM {{s}}books b{filtered})");
-            let version = FIRST_VALUE + clauses.values.len();
-            (
-                count_unless_known(&count, version, version + 1),
-                ", k.origin",
-            )
-        };
-        let known = format!(
-            "(SELECT (SELECT CAST(SUM(version) AS {{int8}}) FROM {{s}}book_count) AS version{}) k",
-            if origin.is_empty() {
-                String::new()
-            } else {
-                format!(", {} AS origin", origin_sql(dialect))
+        // numbered after the filter's values).
+        let total = match &origin {
+            None => "(SELECT CAST(SUM(n) AS {int8}) FROM {s}book_count)".to_owned(),
+            Some(origin) => {
+                let count = format!("(SELECT COUNT(*) FROM {{s}}books b{filtered})");
+                let first = FIRST_VALUE + clauses.values.len();
+                count_unless_known(&count, [&version, origin], [first, first + 1])
             }
+        };
+        let columns = format!(
+            "{total} AS total, {version} AS version{}",
+            origin.map_or(String::new(), |o| format!(", {o} AS origin"))
         );
         // SQLite would otherwise read every book in the sort's index order to join the
         // page to them (no final sort), not the page's 20 ids to their books: a `CROSS
@@ -385,14 +391,17 @@ impl ListSql {
         } else {
             "JOIN"
         };
+        let (before_page, tallied_from) = known.map_or((String::new(), String::new()), |k| {
+            (format!("{k} CROSS JOIN "), format!(" FROM {k}"))
+        });
         let page = format!(
             "SELECT b.id, b.title, b.year, b.author_id, a.name AS author_name, b.created_at, \
-             b.updated_at, {total} AS total, k.version{origin} FROM {known} CROSS JOIN \
+             b.updated_at, {columns} FROM {before_page}\
              (SELECT b.id FROM {{s}}books b{filtered} ORDER BY {order} LIMIT $1 OFFSET $2) p \
              {join} {{s}}books b ON b.id = p.id LEFT JOIN {{s}}authors a ON a.id = b.author_id \
              ORDER BY {order}"
         );
-        let tally = format!("SELECT CAST({total} AS {{int8}}), k.version{origin} FROM {known}");
+        let tally = format!("SELECT {columns}{tallied_from}");
         // MariaDB's origin names the tables' database.
         let database = database_literal(schema.strip_suffix('.'));
         let (mut page, mut tally) = (

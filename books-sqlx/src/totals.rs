@@ -156,13 +156,11 @@ pub(crate) fn origin_sql(dialect: Dialect) -> &'static str {
 }
 
 /// `count` written to answer [`UNCHANGED`] when, in the statement's snapshot, the version
-/// `k.version` is `$version` and the origin `k.origin` is `$origin` (the parameters
-/// numbered so; `k` is the statement's one-row table of both).
-pub(crate) fn count_unless_known(count: &str, version: usize, origin: usize) -> String {
-    format!(
-        "CASE WHEN k.version = ${version} AND k.origin = ${origin} THEN {UNCHANGED} \
-         ELSE {count} END"
-    )
+/// and origin (`known`: as the statement reads them) are the parameters numbered
+/// `numbers`.
+pub(crate) fn count_unless_known(count: &str, known: [&str; 2], numbers: [usize; 2]) -> String {
+    let ([version, origin], [v, o]) = (known, numbers);
+    format!("CASE WHEN {version} = ${v} AND {origin} = ${o} THEN {UNCHANGED} ELSE {count} END")
 }
 
 #[cfg(test)]

@@ -284,21 +284,32 @@ pub async fn pages_and_totals_come_from_one_snapshot(store: Fixture<impl TestSto
     one_snapshot_under_outside_writes(&store, author, &query(0, 10_000)).await;
 }
 
+/// How many writes the writer of [`one_snapshot_under_outside_writes`] may make per page
+/// read: enough that it writes all through each read.
+const WRITES_PER_READ: u64 = 20;
+
 /// Reads `list` (which must keep the books of `author` that the writer adds, all on its
 /// one page) until the writer has moved its total 50 times, each page's length checked
-/// against its total.
+/// against its total. The writer keeps at most [`WRITES_PER_READ`] writes ahead of the
+/// reads, so that pages that grow slower to read on a busy machine still see 50 totals
+/// before it has written its most.
 pub(super) async fn one_snapshot_under_outside_writes<S: TestStore>(
     store: &Fixture<S>,
     author: i64,
     list: &ListQuery,
 ) {
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let reads = std::sync::Arc::new(AtomicU64::new(0));
     let writer = tokio::spawn({
-        let (store, stop) = (store.clone(), stop.clone());
+        let (store, stop, reads) = (store.clone(), stop.clone(), reads.clone());
         async move {
             let mut written = 0;
             while !stop.load(Ordering::Relaxed) && written < 2_000 {
+                if written >= WRITES_PER_READ * (reads.load(Ordering::Relaxed) + 1) {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                    continue;
+                }
                 let add = OutsideWrite::AddBook {
                     title: format!("Racing {written}"),
                     author_id: author,
@@ -311,14 +322,14 @@ pub(super) async fn one_snapshot_under_outside_writes<S: TestStore>(
         }
     });
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
-    let (mut totals, mut reads) = (std::collections::BTreeSet::new(), 0);
+    let mut totals = std::collections::BTreeSet::new();
     while totals.len() < 50 && tokio::time::Instant::now() < deadline && !writer.is_finished() {
         let page = store.list(list).await.expect("list");
-        reads += 1;
+        let read = reads.fetch_add(1, Ordering::Relaxed) + 1;
         assert_eq!(
             page.books.len() as u64,
             page.total,
-            "read {reads}: a page of {} books with a total of {}: two snapshots",
+            "read {read}: a page of {} books with a total of {}: two snapshots",
             page.books.len(),
             page.total
         );
@@ -328,8 +339,9 @@ pub(super) async fn one_snapshot_under_outside_writes<S: TestStore>(
     let written = writer.await.expect("the writer");
     assert!(
         totals.len() >= 50,
-        "the writer moved the total while the pages were read: {} totals in {reads} reads, \
+        "the writer moved the total while the pages were read: {} totals in {} reads, \
          {written} writes",
-        totals.len()
+        totals.len(),
+        reads.load(Ordering::Relaxed)
     );
 }

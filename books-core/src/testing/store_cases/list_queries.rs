@@ -362,70 +362,38 @@ pub async fn filtered_totals_follow_every_write(store: Fixture<impl TestStore + 
         .await
         .unwrap();
     totals("an update out of the filter", 2).await;
-    store
-        .outside(OutsideWrite::AddBook {
-            title: "Outside".into(),
-            author_id: ann,
-            year: 2015,
-        })
-        .await;
-    totals("an insert from outside", 3).await;
-    let every = listed(&*store, &query(0, 50)).await;
-    store
-        .outside(OutsideWrite::Snapshot {
-            name: "totals".into(),
-        })
-        .await;
-    store
-        .outside(OutsideWrite::AddBook {
-            title: "Lost".into(),
-            author_id: ann,
-            year: 2015,
-        })
-        .await;
-    totals("before the restore", 4).await;
-    store
-        .outside(OutsideWrite::Restore {
-            name: "totals".into(),
-        })
-        .await;
-    // Another read sees the version go back; the filter is not read at it.
-    assert_eq!(listed(&*store, &query(0, 50)).await, every, "restored");
-    store
-        .outside(OutsideWrite::Retitle {
-            id: added.id,
-            title: "Dune 2016, retitled".into(),
-        })
-        .await;
-    totals("restored, then written", 3).await;
-    // A total kept below the highest version read, a backup restored under it and a
-    // write that brings the version back to the kept total's: the filter, read first,
-    // counts.
-    store
-        .outside(OutsideWrite::Snapshot {
-            name: "kept".into(),
-        })
-        .await;
-    store
-        .outside(OutsideWrite::AddBook {
-            title: "Lost again".into(),
-            author_id: ann,
-            year: 2015,
-        })
-        .await;
-    totals("before the second restore", 4).await;
+    let add = |title: &str| OutsideWrite::AddBook {
+        title: title.into(),
+        author_id: ann,
+        year: 2015,
+    };
+    let snapshot = |name: &str| OutsideWrite::Snapshot { name: name.into() };
+    let restore = |name: &str| OutsideWrite::Restore { name: name.into() };
     let retitle = |title: &str| OutsideWrite::Retitle {
         id: added.id,
         title: title.into(),
     };
+    store.outside(add("Outside")).await;
+    totals("an insert from outside", 3).await;
+    let every = listed(&*store, &query(0, 50)).await;
+    store.outside(snapshot("totals")).await;
+    store.outside(add("Lost")).await;
+    totals("before the restore", 4).await;
+    store.outside(restore("totals")).await;
+    // Another read sees the version go back; the filter is not read at it.
+    assert_eq!(listed(&*store, &query(0, 50)).await, every, "restored");
+    store.outside(retitle("Dune 2016, retitled")).await;
+    totals("restored, then written", 3).await;
+    // A total kept below the highest version read, a backup restored under it and a
+    // write that brings the version back to the kept total's: the filter, read first,
+    // counts.
+    store.outside(snapshot("kept")).await;
+    store.outside(add("Lost again")).await;
+    totals("before the second restore", 4).await;
     store.outside(retitle("Dune 2016, again")).await;
     let past = listed(&*store, &query(0, 50)).await.1;
     assert_eq!(past, every.1 + 1, "a read past the kept total");
-    store
-        .outside(OutsideWrite::Restore {
-            name: "kept".into(),
-        })
-        .await;
+    store.outside(restore("kept")).await;
     store.outside(retitle("Dune 2016, once more")).await;
     totals("restored under a kept total, then written", 3).await;
 }
