@@ -82,8 +82,9 @@ pub trait HostAuthors<DB: Backend>: HostWrites<DB> {
 /// [`KeyRecords`], the host's writes by its [`HostWrites`]. Pages and their totals are
 /// one [`snapshot`]; conditional writes hold the book ([`BookTables::locked`]) from the
 /// check to the commit; every write is one transaction (SQLite's `BEGIN IMMEDIATE`),
-/// sent again on a deadlock or certification conflict ([`retry_conflicts`]). The host
-/// installs the triggers and the keys' table beside its own migrations. Cloning is cheap.
+/// sent again on a deadlock or certification conflict
+/// ([`retry_conflicts`](crate::retry_conflicts)). The host installs the triggers and the
+/// keys' table beside its own migrations. Cloning is cheap.
 ///
 /// Where a host needs other reads or transactions than these, the parts are public:
 /// this type is a few hundred lines over them.
@@ -191,7 +192,8 @@ fn unless_author_refused<T>(written: Result<T, sqlx::Error>) -> Result<Option<T>
 }
 
 /// Ends `tx` as `end` says: the outcome once committed, or the answer (dropping `tx`
-/// rolls it back). Inside [`retry_conflicts`], with the statements before it.
+/// rolls it back). Inside [`retry_conflicts`](crate::retry_conflicts), with the
+/// statements before it.
 pub(crate) async fn finish<DB: Backend, T>(
     tx: Transaction<'static, DB>,
     end: End<T>,
@@ -306,11 +308,12 @@ impl<DB: Backend, W: HostAuthors<DB>> AuthorStore for HostStore<DB, W> {
     }
 }
 
-/// `$body` (an [`End`], written over `$tx`: the connection, with `?` for this crate's
-/// [`Error`]) in a write transaction of its own ([`HostStore::write`]), committed or rolled back as its [`End`]
-/// says, the whole sent again on a conflict ([`retry_conflicts`](crate::retry_conflicts)): the `T`, or the
-/// store's error. A macro, not a function taking an async closure: the future of one
-/// that borrows its argument is not `Send` for every lifetime, which `async_trait` needs.
+/// `$body` (an [`End`] written over `$tx`, the connection, with `?` for this crate's
+/// [`Error`]) in a write transaction of its own ([`HostStore::write`]), committed or
+/// rolled back as the `End` says, the whole sent again on a conflict
+/// ([`retry_conflicts`](crate::retry_conflicts)): the `T`, or the store's error. A macro,
+/// not a function taking an async closure: the future of one that borrows its argument
+/// is not `Send` for every lifetime, which `async_trait` needs.
 macro_rules! in_write {
     ($store:expr, |$tx:ident| $body:expr) => {
         $crate::retry::retry_conflicts(|| async {

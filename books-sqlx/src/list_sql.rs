@@ -16,12 +16,12 @@ use crate::check::database_literal;
 use crate::statement::{Arg, Dialect, Statement};
 use crate::totals::{Counted, count_unless_known, origin_sql};
 
-/// PostgreSQL's ASCII-only lowering of a text: its `lower()` lowers every letter but
-/// under the "C" collation, where it lowers ASCII letters only (and compares by code
-/// point).
 /// The placeholder of a list's first filter value: `$1` and `$2` are its limit and offset.
 const FIRST_VALUE: usize = 3;
 
+/// PostgreSQL's ASCII-only lowering of a text: its `lower()` lowers every letter but
+/// under the "C" collation, where it lowers ASCII letters only (and compares by code
+/// point).
 const FOLD_POSTGRES: &str = "lower({} COLLATE \"C\")";
 
 /// The columns of a books table, as SQL expressions (`t.item_no`, `label`): what a list's
