@@ -3,6 +3,8 @@
 //! protocol, whether a read may go to a replica. A database's own module holds only what
 //! differs between the databases.
 
+use std::borrow::Cow;
+
 use books_core::store::{
     BookInput, BookPage, BookRecord, IdempotencyRecord, KeyedCreate, ListQuery, StoreError,
 };
@@ -31,16 +33,17 @@ pub(crate) async fn list(
     let sql = store.sql();
     if !query.is_plain() {
         let list = ListSql::new(sql.dialect, &sql.schema, query);
+        let page = list.page.paged(query.limit, query.offset);
         let Some(filter) = &list.filter else {
             let args = list.args(None);
-            let read = page_and_tally(store, &list.page, &list.tally, &args, false).await;
+            let read = page_and_tally(store, &page, &list.tally, &args, false).await;
             return reported(store, read.map(Tallied::page));
         };
         // The total last counted for the filter, taken if it still holds; else counted.
         let mut known = store.totals.known(filter);
         loop {
             let args = list.args(known.counted);
-            let read = page_and_tally(store, &list.page, &list.tally, &args, true).await?;
+            let read = page_and_tally(store, &page, &list.tally, &args, true).await?;
             let counted = Counted {
                 version: read.version,
                 origin: read.origin,
@@ -59,15 +62,15 @@ pub(crate) async fn list(
     }
     // Past the first range, start from the page's range (`book_ranges`).
     let statement = if query.offset < RANGE {
-        &sql.list
+        sql.list.paged(query.limit, query.offset)
     } else {
-        &sql.deep
+        Cow::Borrowed(&sql.deep)
     };
     let args = [
         Arg::Int(i64::from(query.limit)),
         Arg::Int(i64::try_from(query.offset).unwrap_or(i64::MAX)),
     ];
-    let read = page_and_tally(store, statement, &sql.tally, &args, false).await;
+    let read = page_and_tally(store, &statement, &sql.tally, &args, false).await;
     reported(store, read.map(Tallied::page))
 }
 

@@ -7,6 +7,7 @@
     allow(dead_code)
 )]
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use chrono::{DateTime, Utc};
@@ -34,6 +35,10 @@ pub enum Dialect {
     /// MariaDB (10.6 or later; `?` placeholders, taken in order; `CAST(… AS SIGNED)`).
     MySql,
 }
+
+/// How many first pages of a list PostgreSQL runs with their limit and offset written
+/// in ([`Statement::paged`]).
+const PAGES_WRITTEN_IN: u64 = 5;
 
 /// One statement as a store sends it.
 #[derive(Debug, Clone)]
@@ -84,6 +89,32 @@ impl Statement {
             persistent: false,
             ..self
         }
+    }
+
+    /// This statement for the page at `offset`, `limit` books long (its `$1` and `$2`).
+    /// On PostgreSQL a page among the first [`PAGES_WRITTEN_IN`] has them written into
+    /// its `LIMIT $1 OFFSET $2`, so that PostgreSQL may keep one plan for it: with them
+    /// bound it plans the page anew at every run, which took about half its time (pgbench
+    /// at 1M books, a year's page 1: 2,200 runs a second, 4,400 written in; the plain
+    /// page 1: 2,500 and 5,400). Later pages stay bound, so that a client walking every
+    /// page does not prepare a statement per page. Elsewhere, the statement as it is.
+    pub(crate) fn paged(&self, limit: u32, offset: u64) -> Cow<'_, Self> {
+        let first = offset < u64::from(limit).saturating_mul(PAGES_WRITTEN_IN);
+        if self.dialect != Dialect::Postgres || !self.persistent || !first {
+            return Cow::Borrowed(self);
+        }
+        let page = format!("LIMIT {limit} OFFSET {offset}");
+        // Safe: two integers written in.
+        let text = AssertSqlSafe(self.numbered.as_str().replace("LIMIT $1 OFFSET $2", &page))
+            .into_sql_str();
+        Cow::Owned(Self {
+            numbered: text.clone(),
+            text,
+            // PostgreSQL takes `$1` and `$2` still, declared and unused.
+            binds: self.binds.clone(),
+            dialect: self.dialect,
+            persistent: self.persistent,
+        })
     }
 
     /// The text with its arguments written in ([`inline`]), for where a statement cannot
@@ -215,6 +246,33 @@ mod tests {
         assert_eq!(&*statement.binds, [2, 0]);
         assert_eq!(statement.text.as_str(), "x = ? OR y = ?");
         assert_eq!(statement.numbered.as_str(), "x = $3 OR y = $1");
+    }
+
+    #[test]
+    fn postgres_first_pages_have_their_limit_and_offset_written_in() {
+        let template = "SELECT id FROM t WHERE y = $3 ORDER BY id LIMIT $1 OFFSET $2";
+        let page = |dialect, limit, offset| {
+            let statement = Statement::new(template, "", dialect);
+            let paged = statement.paged(limit, offset);
+            (paged.text.as_str().to_owned(), paged.binds.to_vec())
+        };
+        let written = "SELECT id FROM t WHERE y = $3 ORDER BY id LIMIT 20 OFFSET 80";
+        assert_eq!(
+            page(Dialect::Postgres, 20, 80),
+            (written.to_owned(), vec![0, 1, 2])
+        );
+        assert_eq!(page(Dialect::Postgres, 20, 100).0, template, "page 6 bound");
+        assert_eq!(page(Dialect::Sqlite, 20, 0).0, template);
+        assert_eq!(
+            page(Dialect::MySql, 20, 0).0,
+            "SELECT id FROM t WHERE y = ? ORDER BY id LIMIT ? OFFSET ?"
+        );
+        let per_run = Statement::new(template, "", Dialect::Postgres).planned_per_run();
+        assert_eq!(
+            per_run.paged(20, 0).text.as_str(),
+            template,
+            "planned anyway"
+        );
     }
 
     #[test]
