@@ -517,6 +517,25 @@ mod tests {
     }
 
     #[test]
+    fn postgres_first_pages_are_written_into_the_stores_own_lists() {
+        let mut filter = ListFilter::default();
+        filter.years = vec![YearRange::year(2010)];
+        let filtered = ListSql::new(
+            Dialect::Postgres,
+            "",
+            &ListQuery::new(80, 20).with_filter(filter),
+        );
+        let plain = crate::store_sql::Statements::new(Dialect::Postgres, "");
+        for statement in [&filtered.page, &plain.list] {
+            let paged = statement.paged(20, 80);
+            for text in [paged.text.as_str(), paged.numbered.as_str()] {
+                assert!(text.contains("LIMIT 20 OFFSET 80"), "{text}");
+                assert!(!text.contains("$1") && !text.contains("$2 "), "{text}");
+            }
+        }
+    }
+
+    #[test]
     fn a_host_without_a_folded_column_folds_in_the_statement() {
         let mut filter = ListFilter::default();
         filter.title = Some("Dune".into());
