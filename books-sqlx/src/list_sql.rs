@@ -1,7 +1,9 @@
 //! The SQL of a filtered or sorted list, written once for every database from a
 //! [`ListQuery`]: its `WHERE` and `ORDER BY` ([`ListClauses`], public, over any table's
-//! columns), every value a bound parameter (nothing a client sends is ever written into
-//! the text); and the store's own page and tally statements around them ([`ListSql`]).
+//! columns), every value a bound parameter (nothing a client sends is written into the
+//! text but, on PostgreSQL, a first page's limit and offset as integers:
+//! [`Statement::paged`]); and the store's own page and tally statements around them
+//! ([`ListSql`]).
 //! The page and its total come from one statement, so from one snapshot (a sort alone
 //! takes the total the triggers keep); the sort's keys, then the id ascending, order both
 //! the ids of the page (a deferred join: the offset walks the keys' index) and the page.
