@@ -182,22 +182,19 @@ async fn write(store: &impl CreateWriter, books: &[NewBook]) -> Vec<Created> {
     }
 }
 
-/// The books as a JSON array of `{t, a, y, c}` (title, author id, year, and the time as
-/// `at` writes it), for a one-statement insert of them all (SQLite, MariaDB).
+/// The books as a JSON array of `[title, author id, year, time]` (the time as `at`
+/// writes it), for a one-statement insert of them all (SQLite, MariaDB). Tuples, written
+/// from borrowed fields: a `serde_json::Value` object per book cost 5% of a create's CPU.
 #[cfg(any(feature = "sqlite", feature = "mysql"))]
 pub(crate) fn as_json(books: &[NewBook], at: impl Fn(&DateTime<Utc>) -> String) -> String {
-    let books = books
+    let rows: Vec<(&str, i64, i32, String)> = books
         .iter()
         .map(|new| {
-            serde_json::json!({
-                "t": new.book.title,
-                "a": new.book.author_id,
-                "y": new.book.year,
-                "c": at(&new.now),
-            })
+            let book = &new.book;
+            (book.title.as_str(), book.author_id, book.year, at(&new.now))
         })
         .collect();
-    serde_json::Value::Array(books).to_string()
+    serde_json::to_string(&rows).expect("strings and numbers serialize")
 }
 
 /// Which written row is whose: each row goes to a book with the same title, author, year

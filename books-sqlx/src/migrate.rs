@@ -23,7 +23,8 @@ pub(crate) const POSTGRES: &[(&str, &str)] =
 pub(crate) const SQLITE: &[(&str, &str)] = embedded!("sqlite": "0001_books.sql");
 
 #[cfg(feature = "mysql")]
-pub(crate) const MYSQL: &[(&str, &str)] = embedded!("mysql": "0001_books.sql");
+pub(crate) const MYSQL: &[(&str, &str)] =
+    embedded!("mysql": "0001_books.sql", "0002_batch_counts.sql");
 
 /// A migrator of `files` (`<version>_<description>.sql`, as sqlx's `migrate!` reads a
 /// folder: the same versions, descriptions and checksums) recording into

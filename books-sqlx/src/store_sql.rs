@@ -58,27 +58,28 @@ const CREATE_MANY_POSTGRES: &str = "\
            w.updated_at \
     FROM written w LEFT JOIN {s}authors a ON a.id = w.author_id ORDER BY w.id";
 
-/// Several books in one statement on MariaDB, from a JSON array of `{t, a, y, c}`
-/// (title, author id, year, time): as PostgreSQL's, a book whose author does not exist is
-/// not written (nor returned).
+/// Several books in one statement on MariaDB, from a JSON array of `[title, author id,
+/// year, time]`: as PostgreSQL's, a book whose author does not exist is
+/// not written (nor returned). Each row is marked `counted`: the insert trigger leaves it
+/// to the batch, which counts its books once ([`BookStatements::count_created`]).
 const CREATE_MANY_MYSQL: &str = "\
-    INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
-    SELECT j.title, j.author_id, j.year, j.at, j.at FROM JSON_TABLE($1, '$[*]' COLUMNS ( \
-        title VARCHAR(255) PATH '$.t', author_id BIGINT PATH '$.a', year INT PATH '$.y', \
-        at DATETIME(6) PATH '$.c')) j \
+    INSERT INTO {s}books (title, author_id, year, created_at, updated_at, counted) \
+    SELECT j.title, j.author_id, j.year, j.at, j.at, TRUE FROM JSON_TABLE($1, '$[*]' COLUMNS ( \
+        title VARCHAR(255) PATH '$[0]', author_id BIGINT PATH '$[1]', year INT PATH '$[2]', \
+        at DATETIME(6) PATH '$[3]')) j \
     WHERE EXISTS (SELECT 1 FROM {s}authors a WHERE a.id = j.author_id) ";
 
-/// Several books in one statement on SQLite, from a JSON array of `{t, a, y, c}` (title,
-/// author id, year, time as sqlx writes it): as PostgreSQL's, a book whose author does
+/// Several books in one statement on SQLite, from a JSON array of `[title, author id,
+/// year, time as sqlx writes it]`: as PostgreSQL's, a book whose author does
 /// not exist is not written (nor returned). One statement, not one per book: SQLite
 /// writes the title trigrams (FTS5) out at every statement of a transaction, so one
 /// insert per book cost a flush each (`--create-costs`, BENCHMARKS.md).
 const CREATE_MANY_SQLITE: &str = "\
     INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
-    SELECT json_extract(j.value, '$.t'), json_extract(j.value, '$.a'), \
-           json_extract(j.value, '$.y'), json_extract(j.value, '$.c'), \
-           json_extract(j.value, '$.c') FROM json_each($1) j \
-    WHERE EXISTS (SELECT 1 FROM {s}authors a WHERE a.id = json_extract(j.value, '$.a')) ";
+    SELECT json_extract(j.value, '$[0]'), json_extract(j.value, '$[1]'), \
+           json_extract(j.value, '$[2]'), json_extract(j.value, '$[3]'), \
+           json_extract(j.value, '$[3]') FROM json_each($1) j \
+    WHERE EXISTS (SELECT 1 FROM {s}authors a WHERE a.id = json_extract(j.value, '$[1]')) ";
 
 /// The list on SQLite, whose table is its id b-tree: a plain `LIMIT … OFFSET`.
 const LIST: &str = select_books!(
@@ -172,6 +173,9 @@ pub(crate) struct BookStatements {
     pub(crate) create: Statement,
     /// Several books in one statement.
     pub(crate) create_many: Statement,
+    /// MariaDB: counts the books [`create_many`](Self::create_many) wrote (a JSON array
+    /// of their ids), in its transaction, as the insert trigger counts any other.
+    pub(crate) count_created: Option<Statement>,
     pub(crate) update: Statement,
     /// MariaDB: the updated book, read in the update's transaction.
     pub(crate) updated: Option<Statement>,
@@ -237,6 +241,7 @@ impl Statements {
                     Dialect::Sqlite => sql(&format!("{CREATE_MANY_SQLITE}{}", returning_book!())),
                     Dialect::Postgres => sql(CREATE_MANY_POSTGRES),
                 },
+                count_created: mysql.then(|| sql("CALL {s}books_count_created($1)")),
                 update: if mysql {
                     sql(update)
                 } else {

@@ -319,3 +319,12 @@ async fn deep_pages_cross_groups() {
     common::deep_pages_cross_groups(ours, async |sql, author| host_sql(&host, sql, author).await)
         .await;
 }
+
+#[tokio::test]
+async fn batched_creates_count_as_every_other_insert() {
+    let (ours, _, host) = two_stores_and_a_host().await;
+    common::batched_creates_count_as_every_other_insert(ours, async |sql, author| {
+        host_sql(&host, sql, author).await
+    })
+    .await;
+}

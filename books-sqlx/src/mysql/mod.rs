@@ -114,19 +114,24 @@ impl Engine for MySql {
 
     /// One statement (the books as a JSON array, `JSON_TABLE`): one round trip for the
     /// books, where one insert each would take a round trip each on the one writing task.
+    /// Then one call counts them all (the rows are marked so that the insert trigger,
+    /// which runs once per row, leaves them to it: migration 0002).
     async fn insert_many(
         store: &MySqlStore,
         conn: &mut MySqlConnection,
         books: &[NewBook],
     ) -> Result<Vec<MySqlRow>, sqlx::Error> {
-        let json = batch::as_json(books, |at| at.format("%Y-%m-%d %H:%M:%S%.6f").to_string());
-        let rows = MySql::rows(
-            conn,
-            &store.sql.books.create_many,
-            &[Arg::Text(&json)],
-            true,
-        )
-        .await?;
+        let json = batch::as_json(books, datetime_6);
+        let books = &store.sql.books;
+        let rows = MySql::rows(conn, &books.create_many, &[Arg::Text(&json)], true).await?;
+        if let (Some(count), false) = (&books.count_created, rows.is_empty()) {
+            let ids = rows
+                .iter()
+                .map(|row| row.try_get::<i64, _>("id").map(|id| id.to_string()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let ids = format!("[{}]", ids.join(","));
+            MySql::rows(conn, count, &[Arg::Text(&ids)], true).await?;
+        }
         Ok(rows)
     }
 
@@ -283,6 +288,22 @@ impl MySqlStore {
     }
 }
 
+/// `at` as MariaDB's `DATETIME(6)` text, written out (a strftime format is parsed again at
+/// every call).
+fn datetime_6(at: &chrono::DateTime<chrono::Utc>) -> String {
+    use chrono::{Datelike, Timelike};
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:06}",
+        at.year(),
+        at.month(),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second(),
+        at.timestamp_subsec_micros() % 1_000_000
+    )
+}
+
 /// The session settings of the store's own connections: a statement time bound
 /// (`max_statement_time`, which MariaDB reports as error 1969) and as long at most for a
 /// row lock (1205), both "unavailable" (503) rather than a request held for a minute.
@@ -298,4 +319,20 @@ async fn session_settings(conn: &mut MySqlConnection) -> Result<(), sqlx::Error>
     )))
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_written_as_strftime_writes_them() {
+        for micros in [0, 7, 999_999, 1_764_614_400_123_456] {
+            let at = chrono::DateTime::from_timestamp_micros(micros).unwrap();
+            assert_eq!(
+                datetime_6(&at),
+                at.format("%Y-%m-%d %H:%M:%S%.6f").to_string()
+            );
+        }
+    }
 }

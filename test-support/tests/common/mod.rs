@@ -469,3 +469,76 @@ pub async fn a_rejected_create_fails_alone<S: BookStore + AuthorStore>(store: S)
     }
     assert_eq!(store.list(&ListQuery::new(0, 50)).await.unwrap().total, 18);
 }
+
+/// Creates sent at once (written together in batches, which count their own books where
+/// the store does: MariaDB) while the host's own SQL inserts books one at a time
+/// beside them (counted by the trigger), across a range and a group boundary (1,024 and
+/// 32,768 ids): every count stays exact. The total is every book, and pages from 1,024
+/// books on, which start from the ranges' and groups' counts, match the same pages
+/// walked through an index (a year's list, which every book is in).
+pub async fn batched_creates_count_as_every_other_insert<S: BookStore + AuthorStore>(
+    store: S,
+    host: impl AsyncFn(&'static str, i64),
+) {
+    const BULK: u64 = 32_700;
+    const OURS: u64 = 300;
+    const THEIRS: u64 = 60;
+    let author = store.add_author(Some("A")).await.unwrap();
+    host(
+        "INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
+         SELECT 'Bulk', $1, 2020, '2026-01-01 00:00:00', '2026-01-01 00:00:00' FROM \
+         (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 32700) \
+          SELECT i FROM n) AS m",
+        author,
+    )
+    .await;
+    let book = BookInput {
+        title: "Batched".into(),
+        author_id: author,
+        year: 2020,
+    };
+    let now = chrono::DateTime::UNIX_EPOCH;
+    let ours = futures_util::future::join_all((0..OURS).map(|_| store.create(&book, now)));
+    let theirs = async {
+        for _ in 0..THEIRS {
+            host(
+                "INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
+                 VALUES ('Theirs', $1, 2020, '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
+                author,
+            )
+            .await;
+        }
+    };
+    let (created, ()) = tokio::join!(ours, theirs);
+    for created in created {
+        created.expect("every create is written");
+    }
+    let total = BULK + OURS + THEIRS;
+    let mut year = books_core::store::ListFilter::default();
+    year.years.push(books_core::store::YearRange::year(2020));
+    for offset in [
+        1_000,
+        1_024,
+        1_030,
+        32_700,
+        32_760,
+        32_768,
+        32_800,
+        total - 20,
+    ] {
+        let page = store.list(&ListQuery::new(offset, 20)).await.unwrap();
+        let walked = store
+            .list(&ListQuery::new(offset, 20).with_filter(year.clone()))
+            .await
+            .unwrap();
+        let ids = |page: &books_core::store::BookPage| -> Vec<i64> {
+            page.books.iter().map(|b| b.id).collect()
+        };
+        assert_eq!(ids(&page), ids(&walked), "offset {offset}");
+        assert_eq!(
+            (page.total, walked.total),
+            (total, total),
+            "at offset {offset}"
+        );
+    }
+}

@@ -38,6 +38,18 @@ async fn deep_pages_cross_groups() {
         .await;
 }
 
+/// A batch counts its own books (migration 0002), the trigger the host's beside it.
+#[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_creates_count_as_every_other_insert() {
+    let cleanup = cleanup();
+    let (ours, _, host) = two_stores_and_a_host(&cleanup).await;
+    common::batched_creates_count_as_every_other_insert(ours, async |sql, author| {
+        host_sql(&host, sql, author).await
+    })
+    .await;
+}
+
 /// Creates written together where a host's trigger rejects one and another names a
 /// missing author: those two fail alone.
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]

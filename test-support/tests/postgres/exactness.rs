@@ -48,6 +48,20 @@ async fn deep_pages_cross_groups() {
     .await;
 }
 
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_creates_count_as_every_other_insert() {
+    let cleanup = cleanup();
+    let (ours, _, schema, host) = two_stores_and_a_host(&cleanup).await;
+    common::batched_creates_count_as_every_other_insert(ours, async |sql, author| {
+        host_sql(&host, &schema, sql, author).await
+    })
+    .await;
+}
+
 /// A host's `TRUNCATE` (which fires no row trigger) resets the total and moves the
 /// version: cached pages and books are not served again, and new books count from zero.
 #[cfg_attr(
