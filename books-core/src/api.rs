@@ -23,7 +23,7 @@ use crate::query;
 use crate::render;
 use crate::request_id::{REQUEST_ID, RequestId};
 use crate::route::{Endpoint, Routed, route};
-use crate::store::{BookStore, StoreError, StoreTiers, Tiers};
+use crate::store::{BookStore, StoreError, StoreTiers, Tiers, UndeclaredTiers};
 use crate::trace::{self, UNMATCHED};
 
 mod reads;
@@ -71,9 +71,29 @@ impl BooksApi {
         Self::from_arc(Arc::new(store), config)
     }
 
+    /// [`new`](Self::new), refusing a store whose
+    /// [`capabilities`](BookStore::capabilities) name fewer tiers than `implemented`, the
+    /// tier traits its type implements: [`checked_api!`](crate::checked_api) passes them.
+    pub fn try_new<S: BookStore>(
+        store: S,
+        config: Config,
+        implemented: Tiers,
+    ) -> Result<Self, UndeclaredTiers> {
+        let store = Arc::new(store).capabilities().settled();
+        let missing = implemented.missing_from(&store.names());
+        if !missing.is_empty() {
+            let store = std::any::type_name::<S>();
+            return Err(UndeclaredTiers { store, missing });
+        }
+        Ok(Self::settled(store, config))
+    }
+
     /// An API over a store that is already shared.
     pub fn from_arc<S: BookStore>(store: Arc<S>, config: Config) -> Self {
-        let store = store.capabilities().settled();
+        Self::settled(store.capabilities().settled(), config)
+    }
+
+    fn settled(store: StoreTiers, config: Config) -> Self {
         let source = store.versions.clone().map(|versions| VersionSource {
             versions,
             tally: store.tally.clone(),

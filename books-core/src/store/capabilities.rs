@@ -29,11 +29,14 @@ use super::{BookStore, ConditionalWrites, IdempotentCreates, ListQueries, Versio
 ///   every tier's calls past the wrapper): it names its own, and implements each;
 /// - at compile time, in the conformance suite, that a store names exactly the tiers its
 ///   tests list (`capabilities_are_the_tiers_tested`);
-/// - never, that a hand-written wrapper names every tier it could: one that returns
-///   `Capabilities::of(self)` serves the data tier alone (the API then answers 501 where
-///   a tier is needed, and [`BooksApi::tiers`](crate::BooksApi::tiers) says which it
-///   serves). Rust cannot ask, without specialization, which traits a generic type
-///   implements; [`Hooked`](super::Hooked) is the wrapper that cannot forget.
+/// - at start, with [`checked_api!`](crate::checked_api) instead of
+///   [`BooksApi::new`](crate::BooksApi::new), and in the conformance suite, that a store
+///   names every tier its type implements: a hand-written wrapper that forwards
+///   `ConditionalWrites` but returns `Capabilities::of(self)` is refused, naming the
+///   tier (without the check it serves the data tier alone, and answers 501 where a
+///   tier is needed; [`BooksApi::tiers`](crate::BooksApi::tiers) says which it serves);
+/// - never, that a wrapper implements every tier of the store inside it: nothing asks a
+///   wrapper what it wraps. [`Hooked`](super::Hooked) is the wrapper that cannot forget.
 ///
 /// ```compile_fail,E0308
 /// # use std::sync::Arc;
@@ -231,4 +234,21 @@ impl Tiers {
         idempotent_creates: true,
         list_queries: true,
     };
+}
+
+/// A store whose type implements tier traits its
+/// [`capabilities`](BookStore::capabilities) do not name
+/// ([`checked_api!`](crate::checked_api)).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the store {store} implements {} but its capabilities() do not name {}: add each to \
+     its Capabilities (or wrap the inner store in Hooked, which keeps its tiers)",
+    .missing.join(", "),
+    if .missing.len() == 1 { "it" } else { "them" }
+)]
+pub struct UndeclaredTiers {
+    /// The store's type.
+    pub store: &'static str,
+    /// The tiers it implements and does not name (`"conditional writes"`).
+    pub missing: Vec<&'static str>,
 }

@@ -35,11 +35,13 @@ mod data;
 mod hooked;
 mod idempotent_creates;
 mod list_query;
+#[doc(hidden)]
+pub mod probe;
 mod shared_check;
 mod versions;
 
 pub(crate) use capabilities::StoreTiers;
-pub use capabilities::{Capabilities, Tiers};
+pub use capabilities::{Capabilities, Tiers, UndeclaredTiers};
 pub use conditional_writes::{Conditional, ConditionalWrites, Precondition};
 pub use data::{AuthorStore, BookInput, BookPage, BookRecord, BookStore, StoreError, Unready};
 pub use hooked::{Hooked, StoreCall, StoreFuture, StoreHook};

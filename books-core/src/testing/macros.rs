@@ -16,7 +16,8 @@
 /// ```
 ///
 /// `S: BookStore + Clone`. The data tier always runs, with a case that the store's
-/// [`capabilities`](crate::store::BookStore::capabilities) name exactly the listed tiers;
+/// [`capabilities`](crate::store::BookStore::capabilities) name exactly the listed tiers
+/// and every tier trait the store's type implements;
 /// each listed tier's cases need `S` to implement its trait (a tier listed that the
 /// store lacks does not compile). `known_version` beside `versions` adds the case for a
 /// store that knows its version without asking (pushed by the database).
@@ -82,7 +83,9 @@ macro_rules! __store_tiers {
                 reachable_store_is_ready,
                 deep_pages_stay_exact_across_ranges,
                 capabilities_are_the_tiers_tested(
-                    $crate::testing::store_cases::tiers_named(&[$(stringify!($tier)),*])
+                    $crate::testing::store_cases::tiers_named(&[$(stringify!($tier)),*]),
+                    // Asked here, where the store's type is known.
+                    |store| $crate::implemented_tiers!(store)
                 ),
             );
             $crate::__with_hook!($hook $crate::__store_cases!($attrs $fixture;

@@ -8,11 +8,21 @@ use crate::store::{StoreError, Tiers};
 
 /// The store names exactly the tiers the suite runs for it (so a tier it claims is
 /// tested, and one the suite tests is one the API will use).
-pub async fn capabilities_are_the_tiers_tested(store: Fixture<impl TestStore>, tested: Tiers) {
+pub async fn capabilities_are_the_tiers_tested<S: TestStore>(
+    store: Fixture<S>,
+    tested: Tiers,
+    implemented: impl Fn(&S) -> Tiers,
+) {
+    let declared = std::sync::Arc::new(store.store()).capabilities().tiers();
     assert_eq!(
-        std::sync::Arc::new(store.store()).capabilities().tiers(),
-        tested,
+        declared, tested,
         "the store's capabilities() and the tiers its conformance suite runs must agree"
+    );
+    let missing = implemented(&store).missing_from(&declared);
+    assert!(
+        missing.is_empty(),
+        "the store implements {} but its capabilities() do not name it",
+        missing.join(", ")
     );
 }
 
