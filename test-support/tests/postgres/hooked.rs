@@ -14,6 +14,10 @@ use super::*;
 async fn a_hooked_store_keeps_the_stores_tiers_and_hooks_each() {
     let cleanup = cleanup();
     let bare = BooksApi::new(fresh(&cleanup).await, Config::default()).tiers();
+    // Every tier the store and the wrapper implement is named: the start-up check passes.
+    let wrapped = Hooked::new(fresh(&cleanup).await, CountingHook::default());
+    assert_eq!(books_core::implemented_tiers!(&wrapped), bare);
+    books_core::checked_api!(wrapped, Config::default()).expect("every tier named");
     let hooked = InProcess::new(
         Hooked::new(fresh(&cleanup).await, CountingHook::default()),
         Config::default(),
