@@ -14,7 +14,7 @@ the same bytes) and beside a hand-written axum + sqlx server.
     python3 scripts/load.py --pooler [--rounds 3] [--seconds 5]
     python3 scripts/load.py --replicas [--stores postgres,mysql] [--rounds 3] [--seconds 5]
     python3 scripts/load.py --edge [--rounds 3] [--seconds 5]
-    python3 scripts/load.py --http2 [--stores memory,sqlite] [--rounds 3] [--seconds 5]
+    python3 scripts/load.py --http2 [--stores memory,sqlite] [--rounds 3] [--seconds 5] [--before OLD_BINARY]
     python3 scripts/load.py --failover [--events pg-switchover,pg-kill,galera-kill] [--seconds 60] [--before OLD_BINARY]
     python3 scripts/load.py --galera-reads [--rounds 3] [--seconds 5]
     python3 scripts/load.py --traces [--rounds 3] [--seconds 5]
@@ -89,7 +89,7 @@ def main():
     parser.add_argument("--workloads", help="--versus: only these, by first word (ping,list,get,creates,mixed); "
                         "--instructions: of ping,list,get,304")
     parser.add_argument("--books", type=int, default=200_000)
-    parser.add_argument("--before", help="--metrics-cost, --instructions, --cache, --versus, --failover: an older server binary to run beside")
+    parser.add_argument("--before", help="--metrics-cost, --instructions, --cache, --versus, --http2, --failover: an older server binary to run beside")
     args = parser.parse_args()
     if args.replicas and args.stores == parser.get_default("stores"):
         args.stores = "postgres"

@@ -36,12 +36,10 @@ impl Handler {
     /// The answer to one request from `peer`: the loop's own refusals, the operator
     /// endpoints, CORS preflights, rate limits and shedding, then the API.
     ///
-    /// A function returning an `async` block, not an `async fn` (which keeps its
-    /// arguments twice in its state), with the API's answer and the operator endpoints'
-    /// boxed: hyper moves this future into a task of its own for each HTTP/2 stream, and
-    /// copying it there costs by its size (2.9 KB before, 0.7 KB now; bare hyper with a
-    /// 2.9 KB future answered a tenth fewer HTTP/2 pings). An HTTP/1.1 connection
-    /// answers in its own task and counts the same instructions either way.
+    /// A function returning an `async` block, not an `async fn`, which keeps its
+    /// arguments twice in its state. Over HTTP/2 the loop boxes this future, each
+    /// stream being a task of its own (`serve.rs`); over HTTP/1.1 it runs in the
+    /// connection's task. The operator endpoints' future is boxed: they are rare.
     pub(crate) fn answer(
         self: Arc<Self>,
         peer: SocketAddr,
@@ -121,10 +119,10 @@ impl Handler {
                     .await;
             }
             if bodiless {
-                let response = Box::pin(self.api.handle_as(request, id)).await;
+                let response = self.api.handle_as(request, id).await;
                 return Ok(self.finish(response.map(Full::new), origin, rate));
             }
-            let answer = Box::pin(self.api.handle_as(request, id.clone()));
+            let answer = self.api.handle_as(request, id.clone());
             let answered = tokio::time::timeout(self.limits.request_timeout, answer).await;
             let Ok(response) = answered else {
                 metrics::counter!(books_core::metrics::REJECTIONS, "reason" => "timeout")

@@ -203,9 +203,6 @@ async fn serve_until(
         };
         let _ = stream.set_nodelay(true);
         let context = context.clone();
-        let handler = service_fn(move |request: hyper::Request<Incoming>| {
-            context.clone().answer(peer, request)
-        });
         let (http1, http2, watcher) = (http1.clone(), http2.clone(), graceful.watcher());
         let header_timeout = limits.header_timeout;
         tokio::spawn(async move {
@@ -216,11 +213,22 @@ async fn serve_until(
             else {
                 return;
             };
+            // HTTP/2 answers each stream in a task of its own, which the answer's future is
+            // moved into: boxed, a pointer is moved (the future is 2.9 KB; bare hyper with
+            // a future that size answered a tenth fewer pings). HTTP/1.1 answers in the
+            // connection's task, where a box would be an allocation more per request
+            // (cached reads 0.93x).
             let ended = if h2 {
+                let handler = service_fn(move |request: hyper::Request<Incoming>| {
+                    Box::pin(context.clone().answer(peer, request))
+                });
                 watcher
                     .watch(http2.serve_connection(TokioIo::new(stream), handler))
                     .await
             } else {
+                let handler = service_fn(move |request: hyper::Request<Incoming>| {
+                    context.clone().answer(peer, request)
+                });
                 watcher
                     .watch(http1.serve_connection(TokioIo::new(stream), handler))
                     .await

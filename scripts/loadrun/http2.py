@@ -5,7 +5,7 @@ sends ping and cached page 1 (`include=author`, exact mode on SQLite and in memo
 thread, h2load to core 1, interleaved within each round. Reports per target the
 requests/s and the server's CPU per answer (from /proc, all threads) by round, their
 ratios against bare hyper, and h2load's slowest request of each round (a stall shows
-there).
+there). With `--before OLD_BINARY` the older server answers too, in the same rounds.
 """
 
 import os
@@ -35,34 +35,39 @@ def http2(args):
     if not shutil.which("h2load"):
         run(["apt-get", "install", "-y", "-qq", "nghttp2-client"])
     stores = [s for s in args.stores.split(",") if s in ("memory", "sqlite")] or ["sqlite"]
-    print(f"h2load -c16 -m10 for {args.seconds}s after a 1 s warm-up, {args.rounds} rounds; "
-          "CPU per answer is the server process's (all threads).\n")
-    print("| store | workload | ours req/s | hyper-h2 req/s | ours CPU µs | hyper-h2 CPU µs | "
-          "CPU ratio (hyper/ours), median | rate ratio, median | slowest request (ours / hyper) |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"h2load -c16 -m10 for {args.seconds}s after a 1 s warm-up, {args.rounds} rounds, the "
+          "servers in turn (each round from the next); CPU per answer is the server process's "
+          "(all threads).\n")
+    print("| store | workload | server | req/s by round | CPU µs by round | rate / hyper-h2, median | "
+          "slowest request by round |")
+    print("|---|---|---|---|---|---|---|")
+    servers = {"ours": SERVER, **({"before": args.before} if args.before else {})}
     for store in stores:
         tmp = tempfile.mkdtemp(prefix="books-h2-")
-        url = prepare_store(store, tmp)
-        ours = start([SERVER, "--listen", f"127.0.0.1:{PORTS['ours']}", "--database-url", url,
-                      "--metrics", "false"], PORTS["ours"])
-        specs = save_bodies(PORTS["ours"], tmp)
-        hyper = start([os.path.join(RELEASE, "baseline"), "hyper-h2", f"127.0.0.1:{PORTS['hyper-h2']}",
-                       *specs], PORTS["hyper-h2"])
-        procs = {"ours": ours, "hyper-h2": hyper}
+        procs, ports = {}, {}
         try:
+            for i, (name, binary) in enumerate(servers.items()):
+                ports[name] = PORTS["ours"] + 2 * i
+                procs[name] = start([binary, "--listen", f"127.0.0.1:{ports[name]}", "--database-url",
+                                     prepare_store(store, tmp, name), "--metrics", "false"], ports[name])
+            specs = save_bodies(ports["ours"], tmp)
+            ports["hyper-h2"] = PORTS["hyper-h2"]
+            procs["hyper-h2"] = start([os.path.join(RELEASE, "baseline"), "hyper-h2",
+                                       f"127.0.0.1:{ports['hyper-h2']}", *specs], ports["hyper-h2"])
             for workload, path in PATHS.items():
                 seen = {name: [] for name in procs}
-                for _ in range(args.rounds):
-                    for name, proc in procs.items():
-                        before = cpu_seconds(proc.pid)
-                        rps, done, slowest = h2load(PORTS[name], path, args.seconds)
-                        cpu = (cpu_seconds(proc.pid) - before) * 1e6 / max(done, 1)
+                names = list(procs)
+                for round_no in range(args.rounds):
+                    shift = round_no % len(names)
+                    for name in names[shift:] + names[:shift]:
+                        before = cpu_seconds(procs[name].pid)
+                        rps, done, slowest = h2load(ports[name], path, args.seconds)
+                        cpu = (cpu_seconds(procs[name].pid) - before) * 1e6 / max(done, 1)
                         seen[name].append((rps, cpu, slowest))
-                cpu_ratio = statistics.median(h[1] / o[1] for o, h in zip(seen["ours"], seen["hyper-h2"]))
-                rate_ratio = statistics.median(o[0] / h[0] for o, h in zip(seen["ours"], seen["hyper-h2"]))
-                cell = lambda name, i, fmt: " / ".join(fmt.format(r[i]) for r in seen[name])
-                print(f"| {store} | {workload} | {cell('ours', 0, '{:,.0f}')} | {cell('hyper-h2', 0, '{:,.0f}')} | "
-                      f"{cell('ours', 1, '{:.1f}')} | {cell('hyper-h2', 1, '{:.1f}')} | {cpu_ratio:.2f}x | "
-                      f"{rate_ratio:.2f}x | {cell('ours', 2, '{}')} / {cell('hyper-h2', 2, '{}')} |")
+                for name in names:
+                    ratio = statistics.median(o[0] / h[0] for o, h in zip(seen[name], seen["hyper-h2"]))
+                    cell = lambda i, fmt: " / ".join(fmt.format(r[i]) for r in seen[name])
+                    print(f"| {store} | {workload} | {name} | {cell(0, '{:,.0f}')} | {cell(1, '{:.1f}')} | "
+                          f"{ratio:.2f}x | {cell(2, '{}')} |")
         finally:
             stop(list(procs.values()))
