@@ -123,10 +123,6 @@ pub trait Engine: Driver {
     /// The SQL the store speaks to it.
     const DIALECT: Dialect;
 
-    /// How many batches of creates may be written at once: one where the database has
-    /// one writer anyway; more where one batch's commit can overlap the next one's work.
-    const WRITERS: usize = 1;
-
     /// Whether statements may be kept prepared on their connections (not behind a
     /// transaction pooler).
     fn persistent(_extra: &Self::Extra) -> bool {

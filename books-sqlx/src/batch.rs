@@ -34,10 +34,6 @@ pub(crate) type Created = Result<KeyedCreate, StoreError>;
 
 /// How a store writes creates, alone and together.
 pub(crate) trait CreateWriter: Clone + Send + Sync + 'static {
-    /// How many writes may be under way at once: one where the database has one writer
-    /// anyway (SQLite); more where one write's commit can overlap the next one's work.
-    const WRITERS: usize = 1;
-
     /// One book, in one statement.
     fn create_one(&self, book: &NewBook) -> impl Future<Output = Created> + Send;
 
@@ -51,7 +47,7 @@ pub(crate) trait CreateWriter: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Vec<Created>>, sqlx::Error>> + Send;
 }
 
-/// The creates waiting for a write, and how many tasks are writing.
+/// The creates waiting for a write, and whether a task is writing them.
 #[derive(Debug, Default)]
 pub(crate) struct Creates {
     queue: Mutex<Queue>,
@@ -60,7 +56,7 @@ pub(crate) struct Creates {
 #[derive(Debug, Default)]
 struct Queue {
     waiting: Vec<Waiting>,
-    writing: usize,
+    writing: bool,
 }
 
 #[derive(Debug)]
@@ -72,8 +68,10 @@ struct Waiting {
 impl Creates {
     /// Queues `book` and waits for the write that takes it, at most
     /// [`PRIMARY_TIMEOUT`](crate::PRIMARY_TIMEOUT) in all (past it: unavailable; a book
-    /// still queued then is not written, one whose write is under way may be); starts a
-    /// writing task when fewer than the store's [`WRITERS`](CreateWriter::WRITERS) run.
+    /// still queued then is not written, one whose write is under way may be); starts the
+    /// writing task when none runs. One task, one batch at a time: two batches under way
+    /// at once can commit out of their ids' order (a later batch's ids visible first), which
+    /// the API's cache must read as a write among its pages, and drop them.
     pub(crate) async fn create<S: CreateWriter>(
         self: &Arc<Self>,
         store: &S,
@@ -83,8 +81,8 @@ impl Creates {
         let start = {
             let mut queue = self.lock();
             queue.waiting.push(Waiting { book, reply });
-            let start = queue.writing < S::WRITERS;
-            queue.writing += usize::from(start);
+            let start = !queue.writing;
+            queue.writing = true;
             start
         };
         if start {
@@ -112,7 +110,7 @@ impl Creates {
                 let mut queue = self.lock();
                 queue.waiting.retain(|waiting| !waiting.reply.is_closed());
                 if queue.waiting.is_empty() {
-                    queue.writing -= 1;
+                    queue.writing = false;
                     break;
                 }
                 let take = queue.waiting.len().min(MAX_BATCH);
@@ -149,7 +147,7 @@ impl Drop for Stopped<'_> {
     fn drop(&mut self) {
         if !self.finished {
             let mut queue = self.creates.lock();
-            queue.writing -= 1;
+            queue.writing = false;
             queue.waiting.clear();
         }
     }

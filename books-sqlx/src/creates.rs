@@ -14,8 +14,6 @@ use crate::rows::StoreRow;
 use crate::transactions::{insert_in, keep_key};
 
 impl<DB: Backend> CreateWriter for SqlStore<DB> {
-    const WRITERS: usize = DB::WRITERS;
-
     async fn create_one(&self, new: &NewBook) -> Created {
         if new.key.is_none() {
             return queries::create(self, new).await;

@@ -46,9 +46,6 @@ impl Engine for MySql {
     type Extra = ();
     const DIALECT: Dialect = Dialect::MySql;
     const MIGRATIONS: &'static [(&'static str, &'static str)] = migrate::MYSQL;
-    /// Two batches under way: one commits (its log flushed) while the next is written,
-    /// each on a connection of its own and so in slots of its own (no lock between them).
-    const WRITERS: usize = 2;
 
     /// For data reads, a replica that has caught up ([`crate::servers`]).
     async fn read(
