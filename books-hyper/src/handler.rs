@@ -35,16 +35,11 @@ pub(crate) struct Handler {
 impl Handler {
     /// The answer to one request from `peer`: the loop's own refusals, the operator
     /// endpoints, CORS preflights, rate limits and shedding, then the API.
-    ///
-    /// A function returning an `async` block, not an `async fn`, which keeps its
-    /// arguments twice in its state. Over HTTP/2 the loop boxes this future, each
-    /// stream being a task of its own (`serve.rs`); over HTTP/1.1 it runs in the
-    /// connection's task. The operator endpoints' future is boxed: they are rare.
-    pub(crate) fn answer(
+    pub(crate) async fn answer(
         self: Arc<Self>,
         peer: SocketAddr,
         request: hyper::Request<Incoming>,
-    ) -> impl Future<Output = io::Result<Response>> + Send {
+    ) -> io::Result<Response> {
         // One id for the request's log lines here and in the API, and its answer.
         let id = RequestId::from_headers(request.headers());
         let method = request.method().clone();
@@ -52,87 +47,84 @@ impl Handler {
         // For the log line of a request that times out after it was handed on (shares its
         // bytes; only a request with a body can).
         let uri = (!bodiless).then(|| request.uri().clone());
-        async move {
-            let path = request.uri().path();
-            if let Some(refused) = refuse(&request, bodiless) {
-                tracing::info!(request_id = %id, %method, %path, detail = refused, "refused");
-                let mut response = problem(StatusCode::BAD_REQUEST, refused, "malformed", &id);
-                response
-                    .headers_mut()
-                    .insert(CONNECTION, HeaderValue::from_static("close"));
-                return Ok(response);
-            }
-            if self.operations.owns(path) {
-                let mut response = Box::pin(self.operations.answer(&method, path, &self.api)).await;
-                response
-                    .headers_mut()
-                    .insert(REQUEST_ID, id.header_value().clone());
-                return Ok(response);
-            }
-            if let Some(cors) = &self.cors
-                && let Some(mut response) =
-                    cors.preflight(&method, request.headers(), || self.api.allow(path))
-            {
-                response
-                    .headers_mut()
-                    .insert(REQUEST_ID, id.header_value().clone());
-                return Ok(response);
-            }
-            let origin = self
-                .cors
-                .as_ref()
-                .and_then(|cors| cors.allowed(request.headers()));
-            let mut rate = None;
-            if let Some(limiter) = &self.limiter {
-                let client = limiter.client(peer.ip(), request.headers());
-                match limiter.check(client) {
-                    Verdict::Allowed(field) => rate = Some((limiter.policy().clone(), field)),
-                    Verdict::Limited(field, seconds) => {
-                        tracing::debug!(request_id = %id, %method, %path, %client, "rate limited");
-                        let status = StatusCode::TOO_MANY_REQUESTS;
-                        let mut response = problem(status, RATE_LIMITED, "rate_limit", &id);
-                        let headers = response.headers_mut();
-                        headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
-                        headers.insert(RATELIMIT_POLICY, limiter.policy().clone());
-                        headers.insert(RATELIMIT, field);
-                        return Ok(self.finish(response, origin, None));
-                    }
+        let path = request.uri().path();
+        if let Some(refused) = refuse(&request, bodiless) {
+            tracing::info!(request_id = %id, %method, %path, detail = refused, "refused");
+            let mut response = problem(StatusCode::BAD_REQUEST, refused, "malformed", &id);
+            response
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            return Ok(response);
+        }
+        if self.operations.owns(path) {
+            // Boxed: the operator endpoints are rare, and their future would size this one.
+            let mut response = Box::pin(self.operations.answer(&method, path, &self.api)).await;
+            response
+                .headers_mut()
+                .insert(REQUEST_ID, id.header_value().clone());
+            return Ok(response);
+        }
+        if let Some(cors) = &self.cors
+            && let Some(mut response) =
+                cors.preflight(&method, request.headers(), || self.api.allow(path))
+        {
+            response
+                .headers_mut()
+                .insert(REQUEST_ID, id.header_value().clone());
+            return Ok(response);
+        }
+        let origin = self
+            .cors
+            .as_ref()
+            .and_then(|cors| cors.allowed(request.headers()));
+        let mut rate = None;
+        if let Some(limiter) = &self.limiter {
+            let client = limiter.client(peer.ip(), request.headers());
+            match limiter.check(client) {
+                Verdict::Allowed(field) => rate = Some((limiter.policy().clone(), field)),
+                Verdict::Limited(field, seconds) => {
+                    tracing::debug!(request_id = %id, %method, %path, %client, "rate limited");
+                    let status = StatusCode::TOO_MANY_REQUESTS;
+                    let mut response = problem(status, RATE_LIMITED, "rate_limit", &id);
+                    let headers = response.headers_mut();
+                    headers.insert(RETRY_AFTER, HeaderValue::from(seconds));
+                    headers.insert(RATELIMIT_POLICY, limiter.policy().clone());
+                    headers.insert(RATELIMIT, field);
+                    return Ok(self.finish(response, origin, None));
                 }
             }
-            let Some(_admitted) = Admitted::try_new(&self.in_flight, self.limits.max_in_flight)
-            else {
-                tracing::debug!(request_id = %id, %method, %path, "shed: too many requests in flight");
-                let status = StatusCode::SERVICE_UNAVAILABLE;
-                let mut response = problem(status, OVERLOADED, "overload", &id);
-                response
-                    .headers_mut()
-                    .insert(RETRY_AFTER, HeaderValue::from_static("1"));
-                return Ok(self.finish(response, origin, rate));
-            };
-            // Only a request with a body can stall on its client: the others are bounded by
-            // the store's own waits, and skip the timer (a fifteenth of a ping's
-            // instructions).
-            #[cfg(feature = "opentelemetry")]
-            if self.trace_context {
-                return self
-                    .answer_traced(request, id, origin, rate, bodiless)
-                    .await;
-            }
-            if bodiless {
-                let response = self.api.handle_as(request, id).await;
-                return Ok(self.finish(response.map(Full::new), origin, rate));
-            }
-            let answer = self.api.handle_as(request, id.clone());
-            let answered = tokio::time::timeout(self.limits.request_timeout, answer).await;
-            let Ok(response) = answered else {
-                metrics::counter!(books_core::metrics::REJECTIONS, "reason" => "timeout")
-                    .increment(1);
-                let path = uri.as_ref().map_or("", |uri| uri.path());
-                tracing::warn!(request_id = %id, %method, %path, %peer, "request timed out; dropping the connection");
-                return Err(io::Error::new(io::ErrorKind::TimedOut, "request timed out"));
-            };
-            Ok(self.finish(response.map(Full::new), origin, rate))
         }
+        let Some(_admitted) = Admitted::try_new(&self.in_flight, self.limits.max_in_flight) else {
+            tracing::debug!(request_id = %id, %method, %path, "shed: too many requests in flight");
+            let status = StatusCode::SERVICE_UNAVAILABLE;
+            let mut response = problem(status, OVERLOADED, "overload", &id);
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            return Ok(self.finish(response, origin, rate));
+        };
+        // Only a request with a body can stall on its client: the others are bounded by
+        // the store's own waits, and skip the timer (a fifteenth of a ping's
+        // instructions).
+        #[cfg(feature = "opentelemetry")]
+        if self.trace_context {
+            return self
+                .answer_traced(request, id, origin, rate, bodiless)
+                .await;
+        }
+        if bodiless {
+            let response = self.api.handle_as(request, id).await;
+            return Ok(self.finish(response.map(Full::new), origin, rate));
+        }
+        let answer = self.api.handle_as(request, id.clone());
+        let answered = tokio::time::timeout(self.limits.request_timeout, answer).await;
+        let Ok(response) = answered else {
+            metrics::counter!(books_core::metrics::REJECTIONS, "reason" => "timeout").increment(1);
+            let path = uri.as_ref().map_or("", |uri| uri.path());
+            tracing::warn!(request_id = %id, %method, %path, %peer, "request timed out; dropping the connection");
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "request timed out"));
+        };
+        Ok(self.finish(response.map(Full::new), origin, rate))
     }
 
     /// The API's answer in the caller's trace (W3C trace context), bounded as
