@@ -81,9 +81,7 @@ impl Creates {
         let start = {
             let mut queue = self.lock();
             queue.waiting.push(Waiting { book, reply });
-            let start = !queue.writing;
-            queue.writing = true;
-            start
+            !std::mem::replace(&mut queue.writing, true)
         };
         if start {
             tokio::spawn(self.clone().write(store.clone()));
