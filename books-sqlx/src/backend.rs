@@ -184,6 +184,21 @@ pub trait Engine: Driver {
     where
         Self: Backend;
 
+    /// Several books without keys in one statement that commits by itself, no round
+    /// trips to begin and commit: the rows written, every one of them one of the books
+    /// (the statement fails whole when a host's trigger changed one, and each book is
+    /// then written alone). PostgreSQL's; `None` where the books are written in a
+    /// transaction ([`insert_many`](Self::insert_many)).
+    fn insert_alone(
+        _store: &SqlStore<Self>,
+        _books: &[NewBook],
+    ) -> impl Future<Output = Option<Result<Vec<Self::Row>, sqlx::Error>>> + Send
+    where
+        Self: Backend,
+    {
+        async { None }
+    }
+
     /// Whether the store can answer now and write: SQLite looks its tables up,
     /// PostgreSQL and MariaDB ask their primary its role too.
     fn ready(store: &SqlStore<Self>) -> impl Future<Output = Result<(), StoreError>> + Send

@@ -1,9 +1,10 @@
 //! How a [`SqlStore`] writes creates for the group commit ([`CreateWriter`]): one alone,
 //! or a batch in one transaction (one statement for the rows,
 //! [`Engine::insert_many`](crate::backend::Engine::insert_many)), each keyed create's
-//! record in the same transaction.
+//! record in the same transaction; on PostgreSQL a batch without keys in one statement
+//! that commits by itself ([`Engine::insert_alone`](crate::backend::Engine::insert_alone)).
 
-use books_core::store::KeyedCreate;
+use books_core::store::{KeyedCreate, StoreError};
 
 use crate::backend::Backend;
 use crate::backend::SqlStore;
@@ -35,6 +36,14 @@ impl<DB: Backend> CreateWriter for SqlStore<DB> {
     /// ([`batch::attribute`]) and every key's record is kept (a key found taken sends the
     /// batch back, to be written one create at a time).
     async fn create_all(&self, books: &[NewBook]) -> Result<Option<Vec<Created>>, sqlx::Error> {
+        if books.iter().all(|new| new.key.is_none()) {
+            let alone = DB::retried(self, || async {
+                DB::insert_alone(self, books).await.transpose()
+            });
+            if let Some(rows) = alone.await? {
+                return Ok(Some(committed(books, &rows)));
+            }
+        }
         let persistent = self.persistent();
         DB::retried(self, || async {
             let mut tx = DB::begin(self).await?;
@@ -60,5 +69,22 @@ impl<DB: Backend> CreateWriter for SqlStore<DB> {
             Ok(Some(created))
         })
         .await
+    }
+}
+
+/// The result of each of `books`, whose rows were written and committed by one statement
+/// that refuses rows that are not theirs: should they be told apart none the less, each
+/// book gets an error rather than be written again.
+fn committed<R: StoreRow>(books: &[NewBook], rows: &[R]) -> Vec<Created> {
+    let written: Result<Vec<_>, _> = rows.iter().map(|row| row.book().map(Into::into)).collect();
+    match written
+        .ok()
+        .and_then(|written| batch::attribute(books, written))
+    {
+        Some(created) => created,
+        None => books
+            .iter()
+            .map(|_| Err(StoreError::other("a batch's rows could not be told apart")))
+            .collect(),
     }
 }

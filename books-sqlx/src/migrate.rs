@@ -16,15 +16,15 @@ macro_rules! embedded {
 }
 
 #[cfg(feature = "postgres")]
-pub(crate) const POSTGRES: &[(&str, &str)] =
-    embedded!("postgres": "0001_books.sql", "0002_free_slots.sql", "0003_title_lower.sql");
+pub(crate) const POSTGRES: &[(&str, &str)] = embedded!("postgres": "0001_books.sql", "0002_free_slots.sql", "0003_title_lower.sql",
+        "0004_batch_ranges.sql");
 
 #[cfg(feature = "sqlite")]
 pub(crate) const SQLITE: &[(&str, &str)] = embedded!("sqlite": "0001_books.sql");
 
 #[cfg(feature = "mysql")]
 pub(crate) const MYSQL: &[(&str, &str)] =
-    embedded!("mysql": "0001_books.sql", "0002_batch_counts.sql");
+    embedded!("mysql": "0001_books.sql", "0002_batch_counts.sql", "0003_batch_ranges.sql");
 
 /// A migrator of `files` (`<version>_<description>.sql`, as sqlx's `migrate!` reads a
 /// folder: the same versions, descriptions and checksums) recording into

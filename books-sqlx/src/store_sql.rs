@@ -44,19 +44,32 @@ macro_rules! returning_book {
 
 /// Several books in one statement on PostgreSQL, from arrays of titles, author ids,
 /// years and timestamps; a book whose author does not exist is not written (nor
-/// returned). One statement, so the insert trigger runs once for all of them. Ids come
+/// returned). One statement, so the insert trigger runs once for all of them, and one
+/// that may commit by itself: it fails whole when a row written is not one of the books
+/// given (a host's trigger changed it on its way), so that every row returned is its
+/// caller's ([`batch::attribute`](crate::batch::attribute) then tells whose). Ids come
 /// from the identity column, so the role needs no rights on its sequence.
 const CREATE_MANY_POSTGRES: &str = "\
-    WITH written AS ( \
+    WITH t AS (SELECT * FROM unnest($1::text[], $2::int8[], $3::int4[], $4::timestamptz[]) \
+             AS t(title, author_id, year, at)), \
+    written AS ( \
         INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
-        SELECT t.title, t.author_id, t.year, t.at, t.at \
-        FROM unnest($1::text[], $2::int8[], $3::int4[], $4::timestamptz[]) \
-             AS t(title, author_id, year, at) \
+        SELECT t.title, t.author_id, t.year, t.at, t.at FROM t \
         WHERE EXISTS (SELECT 1 FROM {s}authors a WHERE a.id = t.author_id) \
-        RETURNING id, title, year, author_id, created_at, updated_at) \
+        RETURNING id, title, year, author_id, created_at, updated_at), \
+    strays AS ( \
+        SELECT COUNT(*) AS n \
+        FROM (SELECT title, author_id, year, created_at AS at, COUNT(*) AS c FROM written \
+              GROUP BY 1, 2, 3, 4) w \
+        LEFT JOIN (SELECT title, author_id, year, at, COUNT(*) AS c FROM t \
+                   GROUP BY 1, 2, 3, 4) g USING (title, author_id, year, at) \
+        WHERE g.c IS NULL OR w.c > g.c) \
     SELECT w.id, w.title, w.year, w.author_id, a.name AS author_name, w.created_at, \
            w.updated_at \
-    FROM written w LEFT JOIN {s}authors a ON a.id = w.author_id ORDER BY w.id";
+    FROM written w LEFT JOIN {s}authors a ON a.id = w.author_id \
+    WHERE (SELECT CAST(CASE WHEN n = 0 THEN '0' \
+                       ELSE 'rows not the books given: ' || n END AS INTEGER) FROM strays) = 0 \
+    ORDER BY w.id";
 
 /// Several books in one statement on MariaDB, from a JSON array of `[title, author id,
 /// year, time]`: as PostgreSQL's, a book whose author does not exist is

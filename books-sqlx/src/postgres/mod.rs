@@ -147,6 +147,22 @@ impl Engine for Postgres {
         Ok(rows)
     }
 
+    /// The same statement on a connection of the pool, committed by itself (behind a
+    /// pooler, `None`: its transaction carries the session settings).
+    async fn insert_alone(
+        store: &PostgresStore,
+        books: &[NewBook],
+    ) -> Option<Result<Vec<sqlx::postgres::PgRow>, sqlx::Error>> {
+        if store.extra.session.pooler {
+            return None;
+        }
+        let written = async {
+            let mut conn = store.servers.pool.acquire().await?;
+            Self::insert_many(store, &mut conn, books).await
+        };
+        Some(written.await)
+    }
+
     /// Directly, on a connection of its own (so a host's pool keeps its `search_path`),
     /// each migration in a transaction or online ([`migrate::postgres::run`]); behind a
     /// [pooler](SqlStore::transaction_pooler), in one transaction through it,

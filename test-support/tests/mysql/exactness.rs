@@ -68,6 +68,23 @@ async fn a_rejected_create_fails_alone() {
     common::a_rejected_create_fails_alone(ours).await;
 }
 
+/// A host's trigger changes a book of a batch on its way: the batch is rolled back and
+/// each create written alone.
+#[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_row_sends_its_batch_one_at_a_time() {
+    let cleanup = cleanup();
+    let (ours, _, host) = two_stores_and_a_host(&cleanup).await;
+    sqlx::raw_sql(
+        "CREATE TRIGGER shout BEFORE INSERT ON books FOR EACH ROW \
+         IF NEW.title = 'shout' THEN SET NEW.title = 'SHOUT'; END IF",
+    )
+    .execute(&host)
+    .await
+    .unwrap();
+    common::a_changed_row_sends_its_batch_one_at_a_time(ours).await;
+}
+
 /// `TRUNCATE` fires no trigger in MariaDB, so it is refused on both tables (a foreign
 /// key references each): the data, the counts and every cached answer stay as they were.
 #[cfg_attr(not(books_test_mysql), ignore = "BOOKS_TEST_MYSQL_URL is not set")]

@@ -90,6 +90,26 @@ async fn a_rejected_create_fails_alone() {
     common::a_rejected_create_fails_alone(ours).await;
 }
 
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_row_sends_its_batch_one_at_a_time() {
+    let cleanup = cleanup();
+    let (ours, _, schema, host) = two_stores_and_a_host(&cleanup).await;
+    let sql = "CREATE FUNCTION {s}shout() RETURNS trigger LANGUAGE plpgsql AS $$ \
+               BEGIN IF NEW.title = 'shout' THEN NEW.title := 'SHOUT'; END IF; \
+               RETURN NEW; END $$; \
+               CREATE TRIGGER shout BEFORE INSERT ON {s}books \
+               FOR EACH ROW EXECUTE FUNCTION {s}shout()";
+    sqlx::raw_sql(AssertSqlSafe(sql.replace("{s}", &format!("{schema}."))))
+        .execute(&host)
+        .await
+        .unwrap();
+    common::a_changed_row_sends_its_batch_one_at_a_time(ours).await;
+}
+
 /// Concurrent creates spread their counts over slots (no single hot row), and once a
 /// statement moves ids on to the next range, the closed range's slots fold into one row:
 /// a deep page's prefix sum reads one row per closed range; a bulk insert adds one row per
