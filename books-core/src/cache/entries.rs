@@ -1,7 +1,7 @@
 //! The cache's state: what its answers stand for ([`Standing`]), this process's writes,
 //! and the answers and compressed bodies kept (one bounded map for both), changed only
 //! through the transitions named here: [`wrote`](Entries::wrote),
-//! [`checked`](Entries::checked), [`put`](Entries::put) and
+//! [`checked`](Entries::checked), [`put`](Entries::put), [`renew`](Entries::renew) and
 //! [`keep_encoded`](Entries::keep_encoded).
 
 use std::sync::Arc;
@@ -69,7 +69,8 @@ impl Standing {
 pub(super) enum Found {
     /// The kept answer (or its 304).
     Hit(Response<Bytes>),
-    /// A kept page's rows, to render under the total given (at the count given).
+    /// A kept page's rows, to render under the total given, found at the standing the
+    /// last number names ([`renew`](Entries::renew)).
     Rows(Arc<PageRows>, u64, u64),
     Miss,
 }
@@ -271,7 +272,7 @@ impl Entries {
         if let (Some(rows), Some(tally)) = (&kept.rows, self.tally())
             && rows.total != tally.total
         {
-            return Found::Rows(rows.clone(), tally.total, count);
+            return Found::Rows(rows.clone(), tally.total, self.learnt);
         }
         Found::Hit(match &kept.not_modified {
             Some((tag, not_modified)) if etag::none_match_names(request, tag.as_bytes()) => {
@@ -294,6 +295,25 @@ impl Entries {
         }
         // Read after this process's last write, at the standing's count: it is current.
         self.confirmed = self.writes;
+        self.keep(key, rendered);
+    }
+
+    /// Transition: keeps `rendered`, a kept page's rows rendered under the standing's
+    /// total ([`Found::Rows`], found at standing `learnt`), while the standing is the one
+    /// it was found at. Unlike [`put`](Self::put), whatever this process wrote meanwhile:
+    /// nothing in it was read by the request (its rows were kept at the standing, its
+    /// total is the standing's), so no write can have raced the read; and it confirms
+    /// nothing. Refused after writes, as a read's answer is, every page asked while this
+    /// process creates books was rendered again at each request (half of the cached
+    /// pages of the mixed workload on PostgreSQL).
+    pub(super) fn renew(&mut self, key: Key, learnt: u64, rendered: &Rendered) {
+        if learnt == self.learnt {
+            self.keep(key, rendered);
+        }
+    }
+
+    /// `rendered` kept for `key`, with its 304.
+    fn keep(&mut self, key: Key, rendered: &Rendered) {
         let mut answer = copy(&rendered.answer);
         answer
             .headers_mut()

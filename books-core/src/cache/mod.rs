@@ -310,9 +310,9 @@ where
                 crate::trace::cache_hit();
                 return Ok(hit);
             }
-            Found::Rows(rows, total, count) => {
+            Found::Rows(rows, total, learnt) => {
                 let rendered = Box::pin(render(Source::Rows(rows, total))).await?;
-                lock(&cache.entries).put(key, count, mark, &rendered);
+                lock(&cache.entries).renew(key, learnt, &rendered);
                 return Ok(rendered.answer);
             }
             Found::Miss => {}

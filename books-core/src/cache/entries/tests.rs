@@ -137,7 +137,7 @@ fn appends_keep_books_and_full_pages() {
     entries.checked_now(reading(12, Some(tally(5, 27, 27, 25, 2))));
     assert!(hit(entries.find(&KEY, 12, &HeaderMap::new())).is_some());
     match entries.find(&list(1), 12, &HeaderMap::new()) {
-        Found::Rows(rows, total, 12) => assert_eq!((rows.books.len(), total), (20, 27)),
+        Found::Rows(rows, total, _) => assert_eq!((rows.books.len(), total), (20, 27)),
         _ => panic!("page 1's rows, to render under 27"),
     }
     assert!(matches!(
@@ -164,6 +164,48 @@ fn appends_keep_books_and_full_pages() {
         Found::Miss
     ));
     assert!(entries.encoded(&tag, "gzip").is_some(), "never stale");
+}
+
+/// A kept page rendered again under the standing's new total is kept, whatever this
+/// process wrote since (nothing in it was read) but only at the standing it was found
+/// at, and it confirms nothing: after a write, the known version is still not trusted.
+#[test]
+fn a_page_renewed_under_a_new_total_is_kept_across_our_writes() {
+    let mut entries = entries();
+    entries.checked_now(reading(10, Some(tally(5, 25, 25, i64::MAX, 0))));
+    let mark = entries.mark();
+    entries.put(list(1), 10, mark, &page(1..=20, true, 25));
+    entries.checked_now(reading(12, Some(tally(5, 27, 27, 25, 2))));
+    let renewal = |entries: &Entries| match entries.find(&list(1), 12, &HeaderMap::new()) {
+        Found::Rows(_, 27, learnt) => learnt,
+        _ => panic!("page 1's rows, to render under 27"),
+    };
+    let learnt = renewal(&entries);
+    entries.wrote();
+    entries.renew(list(1), learnt, &page(1..=20, true, 27));
+    assert!(
+        hit(entries.find(&list(1), 12, &HeaderMap::new())).is_some(),
+        "kept though this process wrote"
+    );
+    assert_eq!(
+        entries.trusted(Some(Version::new(1, 12))),
+        None,
+        "not confirmed"
+    );
+
+    // Found before the standing moved, rendered after: not kept.
+    entries.checked_now(reading(14, Some(tally(5, 29, 29, 27, 2))));
+    let learnt = renewal_at(&entries, 14);
+    entries.checked_now(reading(15, Some(tally(5, 30, 30, 29, 1))));
+    entries.renew(list(1), learnt, &page(1..=20, true, 29));
+    assert!(hit(entries.find(&list(1), 15, &HeaderMap::new())).is_none());
+}
+
+fn renewal_at(entries: &Entries, count: u64) -> u64 {
+    match entries.find(&list(1), count, &HeaderMap::new()) {
+        Found::Rows(_, _, learnt) => learnt,
+        _ => panic!("page 1's rows"),
+    }
 }
 
 /// Invariant 7: rendered answers and compressed bodies share one budget.
