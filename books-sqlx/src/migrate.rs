@@ -16,8 +16,12 @@ macro_rules! embedded {
 }
 
 #[cfg(feature = "postgres")]
-pub(crate) const POSTGRES: &[(&str, &str)] = embedded!("postgres": "0001_books.sql", "0002_free_slots.sql", "0003_title_lower.sql",
-        "0004_batch_ranges.sql");
+pub(crate) const POSTGRES: &[(&str, &str)] = embedded!("postgres":
+    "0001_books.sql",
+    "0002_free_slots.sql",
+    "0003_title_lower.sql",
+    "0004_batch_ranges.sql",
+);
 
 #[cfg(feature = "sqlite")]
 pub(crate) const SQLITE: &[(&str, &str)] = embedded!("sqlite": "0001_books.sql");

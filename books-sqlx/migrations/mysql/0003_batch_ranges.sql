@@ -1,6 +1,6 @@
 -- A batch of creates inside one range of ids (and one group) counts with one upsert each
 -- instead of grouping its ids (`books_count_created` from migration 0002, a fifth of
--- MariaDB's time per batch: creates at 50 connections 1.12x as fast, BENCHMARKS.md). The
+-- MariaDB's time per batch: creates at 50 connections 1.09x as fast, BENCHMARKS.md). The
 -- ids are read once, for their lowest, highest and how many; a batch that spans two
 -- ranges or groups is grouped as before. Replacing a procedure stops no write, and a
 -- release before this one keeps working beside it: it calls the same procedure.
