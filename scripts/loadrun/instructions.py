@@ -74,6 +74,9 @@ def instructions(args):
                     subprocess.run(["callgrind_control", "-d", str(proc.pid)], check=True, capture_output=True)
                     if non2xx and status == 200:
                         raise RuntimeError(f"{name} answered {non2xx} errors")
+                    if not requests:
+                        raise RuntimeError(f"{name} answered nothing in {args.seconds} s under Callgrind "
+                                           "(a loaded machine): run again with more --seconds")
                     with open(f"{out}.1") as f:
                         total = next(int(line.split()[1]) for line in f if line.startswith("summary:"))
                     counts[name] = (requests, total / requests)
