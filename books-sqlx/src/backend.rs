@@ -184,19 +184,30 @@ pub trait Engine: Driver {
     where
         Self: Backend;
 
+    /// Whether a batch of creates without keys is written by
+    /// [`insert_alone`](Self::insert_alone) (PostgreSQL, but through a pooler) rather than
+    /// in a transaction ([`insert_many`](Self::insert_many)).
+    fn inserts_alone(_extra: &Self::Extra) -> bool {
+        false
+    }
+
     /// Several books without keys in one statement that commits by itself, no round
     /// trips to begin and commit: the rows written, every one of them one of the books
     /// (the statement fails whole when a host's trigger changed one, and each book is
-    /// then written alone). PostgreSQL's; `None` where the books are written in a
-    /// transaction ([`insert_many`](Self::insert_many)).
+    /// then written alone). Called only where [`inserts_alone`](Self::inserts_alone) says
+    /// so; elsewhere an error.
     fn insert_alone(
         _store: &SqlStore<Self>,
         _books: &[NewBook],
-    ) -> impl Future<Output = Option<Result<Vec<Self::Row>, sqlx::Error>>> + Send
+    ) -> impl Future<Output = Result<Vec<Self::Row>, sqlx::Error>> + Send
     where
         Self: Backend,
     {
-        async { None }
+        async {
+            Err(sqlx::Error::Protocol(
+                "this store writes its batches in a transaction".to_owned(),
+            ))
+        }
     }
 
     /// Whether the store can answer now and write: SQLite looks its tables up,

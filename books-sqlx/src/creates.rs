@@ -36,13 +36,9 @@ impl<DB: Backend> CreateWriter for SqlStore<DB> {
     /// ([`batch::attribute`]) and every key's record is kept (a key found taken sends the
     /// batch back, to be written one create at a time).
     async fn create_all(&self, books: &[NewBook]) -> Result<Option<Vec<Created>>, sqlx::Error> {
-        if books.iter().all(|new| new.key.is_none()) {
-            let alone = DB::retried(self, || async {
-                DB::insert_alone(self, books).await.transpose()
-            });
-            if let Some(rows) = alone.await? {
-                return Ok(Some(committed(books, &rows)));
-            }
+        if DB::inserts_alone(&self.extra) && books.iter().all(|new| new.key.is_none()) {
+            let rows = DB::retried(self, || DB::insert_alone(self, books)).await?;
+            return Ok(Some(committed(books, &rows)));
         }
         let persistent = self.persistent();
         DB::retried(self, || async {

@@ -147,20 +147,18 @@ impl Engine for Postgres {
         Ok(rows)
     }
 
-    /// The same statement on a connection of the pool, committed by itself (behind a
-    /// pooler, `None`: its transaction carries the session settings).
+    /// Directly; behind a pooler the transaction carries the session settings.
+    fn inserts_alone(extra: &PgExtra) -> bool {
+        !extra.session.pooler
+    }
+
+    /// The same statement on a connection of the pool, committed by itself.
     async fn insert_alone(
         store: &PostgresStore,
         books: &[NewBook],
-    ) -> Option<Result<Vec<sqlx::postgres::PgRow>, sqlx::Error>> {
-        if store.extra.session.pooler {
-            return None;
-        }
-        let written = async {
-            let mut conn = store.servers.pool.acquire().await?;
-            Self::insert_many(store, &mut conn, books).await
-        };
-        Some(written.await)
+    ) -> Result<Vec<sqlx::postgres::PgRow>, sqlx::Error> {
+        let mut conn = store.servers.pool.acquire().await?;
+        Self::insert_many(store, &mut conn, books).await
     }
 
     /// Directly, on a connection of its own (so a host's pool keeps its `search_path`),
