@@ -11,10 +11,12 @@
 //! cluster takes seconds to change state.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use socket2::{Domain, Socket, Type};
 
 /// The protocol a fake speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +53,10 @@ pub enum Answer {
 /// A fake server on a loopback port of its own, until dropped.
 pub struct FakeServer {
     port: u16,
+    /// A socket bound to the port and never listening: while the fake refuses, the
+    /// kernel hands the port to no other bind to port 0 (another fake's, another
+    /// test's), so a refused host stays refused and no two fakes share a port.
+    _reserved: Socket,
     protocol: Protocol,
     shared: Arc<Shared>,
     /// The listener while it listens, and its accept thread with its stop flag.
@@ -71,10 +77,19 @@ struct Shared {
 impl FakeServer {
     /// A fake speaking `protocol`, answering `answer` until told otherwise.
     pub fn start(protocol: Protocol, answer: Answer) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
-        let port = listener.local_addr().expect("its address").port();
+        let reserved = shared_socket();
+        reserved
+            .bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+            .expect("a loopback port");
+        let port = reserved
+            .local_addr()
+            .ok()
+            .and_then(|address| address.as_socket())
+            .expect("its address")
+            .port();
         let fake = Self {
             port,
+            _reserved: reserved,
             protocol,
             shared: Arc::new(Shared {
                 answer: Mutex::new(answer),
@@ -83,7 +98,6 @@ impl FakeServer {
             }),
             listener: Mutex::new(None),
         };
-        *fake.listener.lock().unwrap() = Some(fake.listen(listener));
         fake.set(answer);
         fake
     }
@@ -120,18 +134,14 @@ impl FakeServer {
             (Answer::Refuse, None) => {}
             (_, Some(open)) => *listening = Some(open),
             (_, None) => {
-                // The port again (nothing else binds a port a test picked), once the
-                // last accept thread let go of it.
-                let mut tries = 0;
-                let listener = loop {
-                    match TcpListener::bind(("127.0.0.1", self.port)) {
-                        Ok(listener) => break listener,
-                        Err(error) if tries == 100 => panic!("the fake's port again: {error}"),
-                        Err(_) => std::thread::sleep(Duration::from_millis(10)),
-                    }
-                    tries += 1;
-                };
-                *listening = Some(self.listen(listener));
+                // Beside the reservation: Linux lets sockets that both reuse the
+                // address share a port while at most one of them listens.
+                let socket = shared_socket();
+                socket
+                    .bind(&SocketAddr::from(([127, 0, 0, 1], self.port)).into())
+                    .expect("the fake's port beside its reservation");
+                socket.listen(128).expect("listening on the fake's port");
+                *listening = Some(self.listen(socket.into()));
             }
         }
     }
@@ -163,6 +173,14 @@ impl Drop for FakeServer {
             let _ = stream.shutdown(Shutdown::Both);
         }
     }
+}
+
+/// A TCP socket that shares its address with the fake's others (`SO_REUSEADDR`).
+fn shared_socket() -> Socket {
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, Some(socket2::Protocol::TCP))
+        .expect("a TCP socket");
+    socket.set_reuse_address(true).expect("SO_REUSEADDR");
+    socket
 }
 
 /// One connection: the login, then each query answered as the fake's answer says.
