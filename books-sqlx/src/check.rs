@@ -48,7 +48,11 @@ pub struct Checked {
 /// `changes`, the total, and — unless the count is still the previous check's, which
 /// spares cached reads between writes two index scans and a look-up per check — the
 /// greatest id, how many books have an id greater than `$1`, the history and, on
-/// PostgreSQL, its [`Position`].
+/// PostgreSQL, its [`Position`]. The count is bounded above by the greatest id too,
+/// which selects nothing more but gives the planner a closed range: PostgreSQL guesses a
+/// third of a table for `id > $1` on a table not yet analyzed (a burst of creates before
+/// autovacuum's first `ANALYZE`, or autovacuum off) and scanned all of it, 23 ms at
+/// 344,000 books against 0.25 ms through the index.
 fn check_sql(dialect: Dialect) -> String {
     let history = history_sql(dialect);
     let position = match dialect {
@@ -61,7 +65,8 @@ fn check_sql(dialect: Dialect) -> String {
     format!(
         "SELECT v, c, n, \
          CASE WHEN v = $2 THEN NULL ELSE (SELECT COALESCE(MAX(id), 0) FROM {{s}}books) END, \
-         CASE WHEN v = $2 THEN NULL ELSE (SELECT COUNT(*) FROM {{s}}books WHERE id > $1) END, \
+         CASE WHEN v = $2 THEN NULL ELSE (SELECT COUNT(*) FROM {{s}}books WHERE id > $1 \
+         AND id <= (SELECT MAX(id) FROM {{s}}books)) END, \
          CASE WHEN v = $2 THEN NULL ELSE {history} END{position} \
          FROM (SELECT CAST(SUM(version) AS {{int8}}) AS v, CAST(SUM(changes) AS {{int8}}) AS c, \
          CAST(SUM(n) AS {{int8}}) AS n FROM {{s}}book_count) t"
