@@ -16,7 +16,7 @@ use books_core::store::{ListQuery, SortField, fold_title};
 
 use crate::check::database_literal;
 use crate::statement::{Arg, Dialect, Statement};
-use crate::totals::{Counted, count_unless_known, origin_sql};
+use crate::totals::{Counted, Mark, count_unless_known, origin_sql};
 
 /// The placeholder of a list's first filter value: `$1` and `$2` are its limit and offset.
 const FIRST_VALUE: usize = 3;
@@ -334,6 +334,13 @@ pub(crate) struct ListSql {
     ///
     /// [`Totals`]: crate::totals::Totals
     pub(crate) filter: Option<Filter>,
+    /// A filtered page in id order with a mark's id (`{seek}`), planned as `page` is.
+    seek_page: Option<String>,
+    dialect: Dialect,
+    /// Whether PostgreSQL plans the page anew at each run: a title's, whose plan for
+    /// any pattern walks every book in id order (the trigram index is worth it only for
+    /// a pattern the planner sees).
+    per_run: bool,
     values: Vec<ListValue>,
 }
 
@@ -399,20 +406,28 @@ impl ListSql {
         let page = format!(
             "SELECT b.id, b.title, b.year, b.author_id, a.name AS author_name, b.created_at, \
              b.updated_at, {columns} FROM {before_page}\
-             (SELECT b.id FROM {{s}}books b{filtered} ORDER BY {order} LIMIT $1 OFFSET $2) p \
+             (SELECT b.id FROM {{s}}books b{filtered}{{seek}} ORDER BY {order} LIMIT $1 OFFSET $2) p \
              {join} {{s}}books b ON b.id = p.id LEFT JOIN {{s}}authors a ON a.id = b.author_id \
              ORDER BY {order}"
         );
         let tally = format!("SELECT {columns}{tallied_from}");
         // MariaDB's origin names the tables' database.
         let database = database_literal(schema.strip_suffix('.'));
+        let page = page.replace("{db}", &database).replace("{s}", schema);
+        let by_id = query
+            .sort
+            .iter()
+            .all(|key| key.field == SortField::Id && !key.descending);
+        let seek_page = (filter.is_some() && by_id).then(|| {
+            let mark = FIRST_VALUE + clauses.values.len() + 2;
+            page.replace("{seek}", &format!(" AND b.id >= ${mark}"))
+        });
         let (mut page, mut tally) = (
-            Statement::new(&page.replace("{db}", &database), schema, dialect),
+            Statement::new(&page.replace("{seek}", ""), "", dialect),
             Statement::new(&tally.replace("{db}", &database), schema, dialect),
         );
-        // A plan for any pattern walks every book in id order (the trigram index is
-        // worth it only for a pattern the planner sees).
-        if query.filter.title.is_some() && dialect == Dialect::Postgres {
+        let per_run = query.filter.title.is_some() && dialect == Dialect::Postgres;
+        if per_run {
             (page, tally) = (page.planned_per_run(), tally.planned_per_run());
         }
         let mut values = vec![
@@ -424,18 +439,42 @@ impl ListSql {
             page,
             tally,
             filter,
+            seek_page,
+            dialect,
+            per_run,
             values,
         }
     }
 
+    /// Whether a page of this list may start from a [`Mark`]: filtered, in id order.
+    pub(crate) fn seeks(&self) -> bool {
+        self.seek_page.is_some()
+    }
+
+    /// The page from a mark's id, for [`args`](Self::args) with the mark; `None` if the
+    /// list does not [`seek`](Self::seeks).
+    pub(crate) fn seeking(&self) -> Option<Statement> {
+        let page = Statement::new(self.seek_page.as_deref()?, "", self.dialect);
+        Some(if self.per_run {
+            page.planned_per_run()
+        } else {
+            page
+        })
+    }
+
     /// The arguments both statements take (each binds those it names), a filter's with
-    /// the total last counted for it (`known`), if any.
-    pub(crate) fn args(&self, known: Option<Counted>) -> Vec<Arg<'_>> {
+    /// the total last counted for it (`known`), if any, and the page's with the mark it
+    /// starts from (`seek`: the offset counted from it).
+    pub(crate) fn args(&self, known: Option<Counted>, seek: Option<Mark>) -> Vec<Arg<'_>> {
         let mut args: Vec<Arg<'_>> = self.values.iter().map(ListValue::arg).collect();
         if self.filter.is_some() {
             // No version is negative: -1 counts whatever the version.
             let (version, origin) = known.map_or((-1, 0), |known| (known.version, known.origin));
             args.extend([Arg::Int(version), Arg::Int(origin)]);
+        }
+        if let (Some(mark), ListValue::Int(offset)) = (seek, &self.values[1]) {
+            args[1] = Arg::Int(offset - i64::try_from(mark.before).unwrap_or(i64::MAX));
+            args.push(Arg::Int(mark.id));
         }
         args
     }
@@ -486,7 +525,7 @@ mod tests {
             // SQLite binds the title twice: the trigram match and the check.
             // And the version and origin of the total last counted.
             let bound = if dialect == Dialect::Sqlite { 10 } else { 9 };
-            assert_eq!(sql.args(None).len(), bound, "{dialect:?}");
+            assert_eq!(sql.args(None, None).len(), bound, "{dialect:?}");
             let host = BookColumns::OURS;
             let clauses = ListClauses::new(dialect, &host, &query, 1);
             let condition = clauses.condition.unwrap();
@@ -497,7 +536,7 @@ mod tests {
         }
         let sql = ListSql::new(Dialect::Postgres, "", &query);
         assert!(
-            matches!(sql.args(None)[6], Arg::Text(t) if t == "%robert'); drop table books; --%")
+            matches!(sql.args(None, None)[6], Arg::Text(t) if t == "%robert'); drop table books; --%")
         );
     }
 

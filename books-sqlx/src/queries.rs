@@ -18,7 +18,7 @@ use crate::list_sql::ListSql;
 use crate::rows::{self, StoreRow};
 use crate::statement::{Arg, Statement};
 use crate::store_sql::RANGE;
-use crate::totals::Counted;
+use crate::totals::{Counted, Mark, UNCHANGED};
 
 fn decoded<T>(result: Result<T, sqlx::Error>) -> Result<T, StoreError> {
     result.or_store_error()
@@ -33,16 +33,23 @@ pub(crate) async fn list(
     let sql = store.sql();
     if !query.is_plain() {
         let list = ListSql::new(sql.dialect, &sql.schema, query);
-        let page = list.page.paged(query.limit, query.offset);
         let Some(filter) = &list.filter else {
-            let args = list.args(None);
+            let page = list.page.paged(query.limit, query.offset);
+            let args = list.args(None, None);
             let read = page_and_tally(store, &page, &list.tally, &args, false).await;
             return reported(store, read.map(Tallied::page));
         };
         // The total last counted for the filter, taken if it still holds; else counted.
-        let mut known = store.totals.known(filter);
+        // In id order, the page starts from the nearest mark at that version.
+        let offset = list.seeks().then_some(query.offset);
+        let mut known = store.totals.known(filter, offset);
         loop {
-            let args = list.args(known.counted);
+            let seeking = known.seek.zip(list.seeking());
+            let page = match &seeking {
+                Some((mark, page)) => page.paged(query.limit, query.offset - mark.before),
+                None => list.page.paged(query.limit, query.offset),
+            };
+            let args = list.args(known.counted, known.seek);
             let read = page_and_tally(store, &page, &list.tally, &args, true).await?;
             let counted = Counted {
                 version: read.version,
@@ -50,12 +57,24 @@ pub(crate) async fn list(
                 total: read.total,
             };
             match store.totals.settle(filter, known, counted) {
+                // The version moved: the mark may not stand, the page is asked again.
+                Some(_) if seeking.is_some() && read.total != UNCHANGED => {
+                    known = store.totals.known(filter, None);
+                }
                 Some(total) => {
                     // Seen by the totals as it settled; reported to the history alone.
                     store.check.lineage().read_at(read.version as u64);
+                    if offset.is_some() {
+                        let ids: Vec<i64> = read.books.iter().map(|book| book.id).collect();
+                        store
+                            .totals
+                            .mark(filter, counted, Mark::of_page(query.offset, &ids));
+                    }
                     return Ok(Tallied { total, ..read }.page());
                 }
-                None if known.counted.is_some() => known = store.totals.known(filter).counting(),
+                None if known.counted.is_some() => {
+                    known = store.totals.known(filter, None).counting();
+                }
                 None => return Err(StoreError::other("a filtered page came without its count")),
             }
         }

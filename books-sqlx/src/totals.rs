@@ -1,4 +1,5 @@
-//! The totals of filtered lists, kept between pages. A filtered page's total is a
+//! The totals of filtered lists, and where their pages start, kept between pages. A
+//! filtered page's total is a
 //! `COUNT(*)` of every book its filter keeps, which at a million books costs many times
 //! the page itself. The count moves with every write (the triggers' version), so a total
 //! counted at a version still holds at that version: each filter's last total is kept
@@ -6,6 +7,13 @@
 //! again only when, in its own snapshot, either differs. One statement still answers
 //! the page, its version and its total, so the total is exact for the page it comes
 //! with; pages 2, 3, … of a filter, and page 1 asked again, cost a page.
+//!
+//! A page in id order also tells where the filter's books stand at that version: as many
+//! of them as its offset come before its first id ([`Mark`]). So a later page at the same
+//! version starts from the nearest such mark below its offset instead of walking every
+//! book before it: the next page from the last one's end, a deep page asked again from
+//! its own first id. The statement answers whether the version held, as for the total;
+//! if it moved, the page is asked again without the mark.
 //!
 //! The server ([`origin_sql`]) is what the version check's history guards against, read
 //! where a replica can read it too: a count is a state only on the server and counter
@@ -24,6 +32,9 @@ use crate::statement::Dialect;
 /// (a client asking for ever new filters costs the counts it cost before, no memory).
 const KEPT: usize = 1024;
 
+/// How many marks a store keeps per filter; past it, each new one replaces the oldest.
+const MARKS: usize = 8;
+
 /// What the page's statement answers as its total when the kept one still holds.
 pub(crate) const UNCHANGED: i64 = -1;
 
@@ -38,32 +49,72 @@ pub(crate) struct Counted {
     pub(crate) total: i64,
 }
 
+/// Where a filter's books stand at a kept total's version: `before` of them have ids
+/// below `id`, so the page at offset `o ≥ before` is the one at offset `o - before` of
+/// those from `id` on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Mark {
+    /// How many of the filter's books come before `id`.
+    pub(crate) before: u64,
+    /// The id the filter's books are asked from.
+    pub(crate) id: i64,
+}
+
+impl Mark {
+    /// The marks a page of the filter in id order at `offset` sets (`ids`: its books'
+    /// ids, in order): at its first book, and just past its last.
+    pub(crate) fn of_page(offset: u64, ids: &[i64]) -> Vec<Self> {
+        let (Some(&first), Some(&last)) = (ids.first(), ids.last()) else {
+            return Vec::new();
+        };
+        let mut marks = vec![Self {
+            before: offset,
+            id: first,
+        }];
+        if let Some(id) = last.checked_add(1) {
+            let before = offset.saturating_add(ids.len() as u64);
+            marks.push(Self { before, id });
+        }
+        marks
+    }
+}
+
+/// A filter's last total, with the marks read at its version.
+#[derive(Debug)]
+struct Kept {
+    counted: Counted,
+    marks: Vec<Mark>,
+}
+
 /// The last total of each filter (`F`) a store counted, shared by its clones.
 #[derive(Debug)]
 pub(crate) struct Totals<F>(Mutex<State<F>>);
 
 #[derive(Debug)]
 struct State<F> {
-    kept: HashMap<F, Counted>,
+    kept: HashMap<F, Kept>,
     /// The highest count any of the store's reads saw.
     highest: i64,
     /// How many times the store forgot every total.
     forgotten: u64,
 }
 
-/// What a statement is sent with: the filter's kept total, if any, and how many times
-/// the store had forgotten its totals then.
+/// What a statement is sent with: the filter's kept total, if any, the nearest mark at
+/// its version below the page, if asked and any, and how many times the store had
+/// forgotten its totals then.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Known {
     pub(crate) counted: Option<Counted>,
+    pub(crate) seek: Option<Mark>,
     forgotten: u64,
 }
 
 impl Known {
-    /// The same, with no total kept: the statement counts.
+    /// The same, with no total kept (nor mark): the statement counts.
     pub(crate) fn counting(self) -> Self {
         Self {
             counted: None,
+            seek: None,
             ..self
         }
     }
@@ -95,12 +146,42 @@ impl<F: Hash + Eq + Clone> Totals<F> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The last total counted for `filter`.
-    pub(crate) fn known(&self, filter: &F) -> Known {
+    /// The last total counted for `filter`, with, for a page at `offset` in id order,
+    /// the nearest mark below it that skips any book.
+    pub(crate) fn known(&self, filter: &F, offset: Option<u64>) -> Known {
         let state = self.state();
+        let kept = state.kept.get(filter);
+        let seek = kept.zip(offset).and_then(|(kept, offset)| {
+            let marks = kept
+                .marks
+                .iter()
+                .filter(|m| m.before > 0 && m.before <= offset);
+            marks.max_by_key(|mark| mark.before).copied()
+        });
         Known {
-            counted: state.kept.get(filter).copied(),
+            counted: kept.map(|kept| kept.counted),
+            seek,
             forgotten: state.forgotten,
+        }
+    }
+
+    /// Keeps `marks`, read at `at`'s version and origin, if `filter`'s kept total is
+    /// still of them.
+    pub(crate) fn mark(&self, filter: &F, at: Counted, marks: Vec<Mark>) {
+        let mut state = self.state();
+        let Some(kept) = state.kept.get_mut(filter) else {
+            return;
+        };
+        if (kept.counted.version, kept.counted.origin) != (at.version, at.origin) {
+            return;
+        }
+        for mark in marks {
+            if !kept.marks.contains(&mark) {
+                if kept.marks.len() == MARKS {
+                    kept.marks.remove(0);
+                }
+                kept.marks.push(mark);
+            }
         }
     }
 
@@ -123,7 +204,17 @@ impl<F: Hash + Eq + Clone> Totals<F> {
                 if state.kept.len() >= KEPT && !state.kept.contains_key(filter) {
                     state.kept.clear();
                 }
-                state.kept.insert(filter.clone(), counted);
+                let marks = match state.kept.remove(filter) {
+                    // Marks stand while the version does.
+                    Some(kept)
+                        if (kept.counted.version, kept.counted.origin)
+                            == (counted.version, counted.origin) =>
+                    {
+                        kept.marks
+                    }
+                    _ => Vec::new(),
+                };
+                state.kept.insert(filter.clone(), Kept { counted, marks });
             }
             return Some(counted.total);
         }
@@ -183,14 +274,14 @@ mod tests {
     /// its statement counting `total` unless sent with a kept total of that version, and
     /// sent again to count when the kept one is refused, as `queries::list` does.
     fn read(totals: &Totals<(String, i32)>, year: i32, version: i64, total: i64) -> Option<i64> {
-        let known = totals.known(&filter(year));
+        let known = totals.known(&filter(year), None);
         let kept = known
             .counted
             .is_some_and(|k| k.version == version && k.origin == 1);
         let answered = if kept { UNCHANGED } else { total };
         let settled = totals.settle(&filter(year), known, counted(version, 1, answered));
         settled.or_else(|| {
-            let counting = totals.known(&filter(year)).counting();
+            let counting = totals.known(&filter(year), None).counting();
             totals.settle(&filter(year), counting, counted(version, 1, total))
         })
     }
@@ -198,14 +289,14 @@ mod tests {
     #[test]
     fn a_count_is_kept_and_given_back_at_its_version_and_origin_only() {
         let totals = Totals::default();
-        let known = totals.known(&filter(2010));
+        let known = totals.known(&filter(2010), None);
         assert_eq!(
             totals.settle(&filter(2010), known, counted(7, 1, 38)),
             Some(38)
         );
-        let known = totals.known(&filter(2010));
+        let known = totals.known(&filter(2010), None);
         assert_eq!(known.counted, Some(counted(7, 1, 38)));
-        assert_eq!(totals.known(&filter(2011)).counted, None);
+        assert_eq!(totals.known(&filter(2011), None).counted, None);
         // The statement found the version and origin unchanged.
         let unchanged = |version, origin| counted(version, origin, UNCHANGED);
         assert_eq!(
@@ -215,14 +306,17 @@ mod tests {
         // An answer of "unchanged" at another version or origin is not taken.
         assert_eq!(totals.settle(&filter(2010), known, unchanged(7, 2)), None);
         assert_eq!(totals.settle(&filter(2010), known, unchanged(8, 1)), None);
-        let nothing = totals.known(&filter(2011));
+        let nothing = totals.known(&filter(2011), None);
         assert_eq!(totals.settle(&filter(2011), nothing, unchanged(8, 1)), None);
         // A new count replaces the old.
         assert_eq!(
             totals.settle(&filter(2010), known, counted(9, 1, 39)),
             Some(39)
         );
-        assert_eq!(totals.known(&filter(2010)).counted, Some(counted(9, 1, 39)));
+        assert_eq!(
+            totals.known(&filter(2010), None).counted,
+            Some(counted(9, 1, 39))
+        );
     }
 
     #[test]
@@ -241,14 +335,14 @@ mod tests {
     fn a_count_sent_before_the_store_forgot_is_not_kept() {
         let totals = Totals::default();
         totals.seen(10);
-        let before = totals.known(&filter(2010));
+        let before = totals.known(&filter(2010), None);
         totals.seen(5);
         // Sent before the restore, answered after: given, not kept.
         assert_eq!(
             totals.settle(&filter(2010), before, counted(10, 1, 38)),
             Some(38)
         );
-        assert_eq!(totals.known(&filter(2010)).counted, None);
+        assert_eq!(totals.known(&filter(2010), None).counted, None);
     }
 
     #[test]
@@ -258,9 +352,40 @@ mod tests {
             assert_eq!(read(&totals, year, 1, 1), Some(1));
         }
         assert_eq!(read(&totals, 0, 2, 2), Some(2));
-        assert!(totals.known(&filter(1)).counted.is_some());
+        assert!(totals.known(&filter(1), None).counted.is_some());
         assert_eq!(read(&totals, -1, 2, 1), Some(1));
-        assert_eq!(totals.known(&filter(1)).counted, None);
-        assert!(totals.known(&filter(-1)).counted.is_some());
+        assert_eq!(totals.known(&filter(1), None).counted, None);
+        assert!(totals.known(&filter(-1), None).counted.is_some());
+    }
+
+    #[test]
+    fn a_page_starts_from_the_nearest_mark_of_its_totals_version() {
+        let totals = Totals::default();
+        assert_eq!(read(&totals, 2010, 7, 38), Some(38));
+        let at = |version| counted(version, 1, 38);
+        // Page 3 of 10 (offset 20) held ids 40..=49.
+        totals.mark(&filter(2010), at(7), Mark::of_page(20, &[40, 45, 49]));
+        let seek = |offset| totals.known(&filter(2010), Some(offset)).seek;
+        assert_eq!(seek(20), Some(Mark { before: 20, id: 40 }));
+        assert_eq!(seek(23), Some(Mark { before: 23, id: 50 }));
+        assert_eq!(seek(90), Some(Mark { before: 23, id: 50 }));
+        assert_eq!(seek(19), None, "no mark below it");
+        assert_eq!(totals.known(&filter(2010), None).seek, None);
+        // Marks of another version are not kept, and a new count drops the old ones.
+        totals.mark(&filter(2010), at(8), Mark::of_page(60, &[90]));
+        assert_eq!(seek(90), Some(Mark { before: 23, id: 50 }));
+        assert_eq!(read(&totals, 2010, 8, 39), Some(39));
+        assert_eq!(seek(90), None);
+        assert_eq!(totals.known(&filter(2010), Some(90)).counting().seek, None);
+        // Past its bound, the oldest goes.
+        for page in 0..=MARKS as u64 {
+            totals.mark(
+                &filter(2010),
+                at(8),
+                Mark::of_page(page * 10 + 10, &[page as i64]),
+            );
+        }
+        assert_eq!(seek(10), None);
+        assert_eq!(seek(90), Some(Mark { before: 90, id: 8 }));
     }
 }

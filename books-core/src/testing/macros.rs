@@ -167,6 +167,7 @@ macro_rules! __store_tier {
                 list_queries_stay_exact_across_writes_from_outside,
                 filtered_pages_and_totals_come_from_one_snapshot,
                 filtered_totals_follow_every_write,
+                filtered_pages_follow_every_write,
             ););
         }
     };

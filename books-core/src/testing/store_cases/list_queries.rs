@@ -5,7 +5,7 @@ use http::Request;
 use serde_json::Value;
 
 use super::*;
-use crate::store::{ListFilter, ListQueries, SortField, SortKey, YearRange};
+use crate::store::{BookRecord, ListFilter, ListQueries, SortField, SortKey, YearRange};
 use crate::{BooksApi, Config};
 
 /// A small catalogue (titles chosen for the title rules: ASCII case, characters other
@@ -396,6 +396,78 @@ pub async fn filtered_totals_follow_every_write(store: Fixture<impl TestStore + 
     store.outside(restore("kept")).await;
     store.outside(retitle("Dune 2016, once more")).await;
     totals("restored under a kept total, then written", 3).await;
+}
+
+/// Every page of a filter in id order, one and two books long, each asked twice, holds
+/// what the whole list holds at its offset, after each kind of write (a SQL store starts
+/// a page from where one at the same version began or ended). After each write the first
+/// page asked is one that such a start, kept from before it, would get wrong.
+pub async fn filtered_pages_follow_every_write(store: Fixture<impl TestStore + ListQueries>) {
+    let (ann, bob, _) = catalogue(&store).await;
+    for day in 11..15 {
+        store
+            .create(&input(&format!("Day {day}"), bob, 2015), at(day))
+            .await
+            .unwrap();
+    }
+    let year = |offset: usize, limit: u32| {
+        ListQuery::new(offset as u64, limit).with_filter(ListFilter {
+            author_ids: vec![],
+            years: vec![YearRange::year(2015)],
+            title: None,
+        })
+    };
+    // The filter's books by id, read through the unfiltered list.
+    let kept = async || -> Vec<BookRecord> {
+        let every = store.list(&query(0, 50)).await.expect("list").books;
+        every.into_iter().filter(|b| b.year == 2015).collect()
+    };
+    let page = async |what: &str, offset: usize, limit: u32| {
+        let books = kept().await;
+        let expected = books.iter().skip(offset).take(limit as usize);
+        let expected = expected.map(|b| b.title.clone()).collect();
+        let read = listed(&*store, &year(offset, limit)).await;
+        assert_eq!(
+            read,
+            (expected, books.len() as u64),
+            "{what}: {limit} from {offset}"
+        );
+    };
+    let pages = async |what: &str| {
+        let last = kept().await.len() + 1;
+        for (limit, offset) in [1, 2]
+            .into_iter()
+            .flat_map(|l| (0..=last).map(move |o| (l, o)))
+        {
+            page(what, offset, limit).await;
+            page(what, offset, limit).await;
+        }
+    };
+    pages("at first").await;
+    let first = kept().await[0].id;
+    store.delete(first).await.unwrap();
+    page("the first deleted", 1, 1).await;
+    pages("the first deleted").await;
+    let third = kept().await[2].clone();
+    store
+        .update(third.id, &input(&third.title, bob, 2016), at(20))
+        .await
+        .unwrap();
+    page("the third moved out", 2, 1).await;
+    pages("the third moved out").await;
+    let second = kept().await[1].id;
+    store.outside(OutsideWrite::DeleteBook { id: second }).await;
+    page("the second deleted from outside", 1, 2).await;
+    pages("the second deleted from outside").await;
+    store
+        .outside(OutsideWrite::AddBook {
+            title: "Outside".into(),
+            author_id: ann,
+            year: 2015,
+        })
+        .await;
+    page("an insert from outside", 3, 1).await;
+    pages("an insert from outside").await;
 }
 
 /// A filtered page and its total come from one snapshot while a writer outside the
