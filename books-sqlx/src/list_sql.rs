@@ -18,7 +18,8 @@ use crate::check::database_literal;
 use crate::statement::{Arg, Dialect, Statement};
 use crate::totals::{Counted, Mark, count_unless_known, origin_sql};
 
-/// The placeholder of a list's first filter value: `$1` and `$2` are its limit and offset.
+/// The placeholder of a list's first filter value: `$1` and `$2` are its limit and offset;
+/// after the filter's values come the kept total's version and origin, then a mark's id.
 const FIRST_VALUE: usize = 3;
 
 /// PostgreSQL's ASCII-only lowering of a text: its `lower()` lowers every letter but
@@ -334,7 +335,8 @@ pub(crate) struct ListSql {
     ///
     /// [`Totals`]: crate::totals::Totals
     pub(crate) filter: Option<Filter>,
-    /// A filtered page in id order with a mark's id (`{seek}`), planned as `page` is.
+    /// A filtered page in id order from a mark's id (`AND b.id >= $N`), its text;
+    /// `None` for a list that does not seek.
     seek_page: Option<String>,
     dialect: Dialect,
     /// Whether PostgreSQL plans the page anew at each run: a title's, whose plan for
@@ -419,8 +421,8 @@ impl ListSql {
             .iter()
             .all(|key| key.field == SortField::Id && !key.descending);
         let seek_page = (filter.is_some() && by_id).then(|| {
-            let mark = FIRST_VALUE + clauses.values.len() + 2;
-            page.replace("{seek}", &format!(" AND b.id >= ${mark}"))
+            let number = FIRST_VALUE + clauses.values.len() + 2;
+            page.replace("{seek}", &format!(" AND b.id >= ${number}"))
         });
         let (mut page, mut tally) = (
             Statement::new(&page.replace("{seek}", ""), "", dialect),
@@ -463,8 +465,8 @@ impl ListSql {
     }
 
     /// The arguments both statements take (each binds those it names), a filter's with
-    /// the total last counted for it (`known`), if any, and the page's with the mark it
-    /// starts from (`seek`: the offset counted from it).
+    /// the total last counted for it (`known`), if any; with a mark (`seek`), the
+    /// offset counted from the mark and the mark's id after the rest.
     pub(crate) fn args(&self, known: Option<Counted>, seek: Option<Mark>) -> Vec<Arg<'_>> {
         let mut args: Vec<Arg<'_>> = self.values.iter().map(ListValue::arg).collect();
         if self.filter.is_some() {

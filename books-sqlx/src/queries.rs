@@ -66,9 +66,12 @@ pub(crate) async fn list(
                     store.check.lineage().read_at(read.version as u64);
                     if offset.is_some() {
                         let ids: Vec<i64> = read.books.iter().map(|book| book.id).collect();
-                        store
-                            .totals
-                            .mark(filter, counted, Mark::of_page(query.offset, &ids));
+                        store.totals.mark(
+                            filter,
+                            known,
+                            counted,
+                            Mark::of_page(query.offset, &ids),
+                        );
                     }
                     return Ok(Tallied { total, ..read }.page());
                 }

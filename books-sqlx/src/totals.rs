@@ -67,10 +67,14 @@ impl Mark {
         let (Some(&first), Some(&last)) = (ids.first(), ids.last()) else {
             return Vec::new();
         };
-        let mut marks = vec![Self {
-            before: offset,
-            id: first,
-        }];
+        let mut marks = Vec::with_capacity(2);
+        if offset > 0 {
+            // A mark at 0 would skip nothing.
+            marks.push(Self {
+                before: offset,
+                id: first,
+            });
+        }
         if let Some(id) = last.checked_add(1) {
             let before = offset.saturating_add(ids.len() as u64);
             marks.push(Self { before, id });
@@ -165,10 +169,14 @@ impl<F: Hash + Eq + Clone> Totals<F> {
         }
     }
 
-    /// Keeps `marks`, read at `at`'s version and origin, if `filter`'s kept total is
-    /// still of them.
-    pub(crate) fn mark(&self, filter: &F, at: Counted, marks: Vec<Mark>) {
+    /// Keeps `marks`, read at `at`'s version and origin by a statement sent with
+    /// `known`, if `filter`'s kept total is still of them and the store has not forgotten
+    /// its totals since.
+    pub(crate) fn mark(&self, filter: &F, known: Known, at: Counted, marks: Vec<Mark>) {
         let mut state = self.state();
+        if state.forgotten != known.forgotten {
+            return;
+        }
         let Some(kept) = state.kept.get_mut(filter) else {
             return;
         };
@@ -364,7 +372,13 @@ mod tests {
         assert_eq!(read(&totals, 2010, 7, 38), Some(38));
         let at = |version| counted(version, 1, 38);
         // Page 3 of 10 (offset 20) held ids 40..=49.
-        totals.mark(&filter(2010), at(7), Mark::of_page(20, &[40, 45, 49]));
+        let known = totals.known(&filter(2010), None);
+        totals.mark(
+            &filter(2010),
+            known,
+            at(7),
+            Mark::of_page(20, &[40, 45, 49]),
+        );
         let seek = |offset| totals.known(&filter(2010), Some(offset)).seek;
         assert_eq!(seek(20), Some(Mark { before: 20, id: 40 }));
         assert_eq!(seek(23), Some(Mark { before: 23, id: 50 }));
@@ -372,20 +386,27 @@ mod tests {
         assert_eq!(seek(19), None, "no mark below it");
         assert_eq!(totals.known(&filter(2010), None).seek, None);
         // Marks of another version are not kept, and a new count drops the old ones.
-        totals.mark(&filter(2010), at(8), Mark::of_page(60, &[90]));
+        totals.mark(&filter(2010), known, at(8), Mark::of_page(60, &[90]));
         assert_eq!(seek(90), Some(Mark { before: 23, id: 50 }));
         assert_eq!(read(&totals, 2010, 8, 39), Some(39));
         assert_eq!(seek(90), None);
         assert_eq!(totals.known(&filter(2010), Some(90)).counting().seek, None);
         // Past its bound, the oldest goes.
+        let known = totals.known(&filter(2010), None);
         for page in 0..=MARKS as u64 {
-            totals.mark(
-                &filter(2010),
-                at(8),
-                Mark::of_page(page * 10 + 10, &[page as i64]),
-            );
+            let marks = Mark::of_page(page * 10 + 10, &[page as i64]);
+            totals.mark(&filter(2010), known, at(8), marks);
         }
         assert_eq!(seek(10), None);
         assert_eq!(seek(90), Some(Mark { before: 90, id: 8 }));
+        // Nor those read before the store forgot its totals.
+        assert_eq!(read(&totals, 2010, 9, 40), Some(40));
+        let before = totals.known(&filter(2010), None);
+        totals.seen(1);
+        assert_eq!(read(&totals, 2010, 9, 40), Some(40));
+        totals.mark(&filter(2010), before, at(9), Mark::of_page(20, &[40]));
+        assert_eq!(seek(30), None);
+        // A first page's first book skips nothing.
+        assert_eq!(Mark::of_page(0, &[5, 7]), [Mark { before: 2, id: 8 }]);
     }
 }
