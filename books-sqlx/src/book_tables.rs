@@ -149,7 +149,7 @@ impl<DB: Backend> BookTables<DB> {
         conn: &mut DB::Connection,
         query: &ListQuery,
     ) -> Result<BookPage, Error> {
-        let clauses = ListClauses::written(DB::DIALECT, &self.columns, query, 3, None);
+        let clauses = ListClauses::written(DB::DIALECT, &self.columns, query, 3, None, false);
         let filter = clauses.condition.as_deref().unwrap_or("1 = 1");
         let (select, books, order) = (&self.select, self.books, &clauses.order);
         let mut values = vec![

@@ -124,6 +124,8 @@ pub struct ListClauses {
     pub order: String,
     /// The values of the parameters, the first one numbered as asked.
     pub values: Vec<ListValue>,
+    /// The keys of `order`, each with whether it is descending.
+    keys: Vec<(String, bool)>,
 }
 
 impl ListClauses {
@@ -135,7 +137,7 @@ impl ListClauses {
         query: &ListQuery,
         first: usize,
     ) -> Self {
-        let mut clauses = Self::written(dialect, columns, query, first, None);
+        let mut clauses = Self::written(dialect, columns, query, first, None, false);
         if dialect == Dialect::MySql {
             clauses.condition = clauses.condition.map(|numbered| {
                 Statement::new(&numbered, "", Dialect::MySql)
@@ -189,18 +191,26 @@ impl ListClauses {
     }
 
     /// The clauses with `$N` placeholders on every database, a title filtered through
-    /// `trigrams` (SQLite's FTS5 table of this crate's migration) where given.
+    /// `trigrams` (SQLite's FTS5 table of this crate's migration) where given, each
+    /// placeholder behind a scalar subquery (`(SELECT $N)`) if `hidden`: the planner
+    /// then estimates the condition as for any value.
     pub(crate) fn written(
         dialect: Dialect,
         columns: &BookColumns<'_>,
         query: &ListQuery,
         first: usize,
         trigrams: Option<&str>,
+        hidden: bool,
     ) -> Self {
         let mut values = Vec::new();
         let mut bind = |value: ListValue| {
             values.push(value);
-            format!("${}", first + values.len() - 1)
+            let number = first + values.len() - 1;
+            if hidden {
+                format!("(SELECT ${number})")
+            } else {
+                format!("${number}")
+            }
         };
         let mut conditions = Vec::new();
         let filter = &query.filter;
@@ -266,7 +276,7 @@ impl ListClauses {
                 ),
             });
         }
-        let mut order: Vec<String> = query
+        let mut keys: Vec<(String, bool)> = query
             .sort
             .iter()
             .map(|key| {
@@ -277,18 +287,27 @@ impl ListClauses {
                     SortField::CreatedAt => columns.created_at.to_owned(),
                     SortField::UpdatedAt => columns.updated_at.to_owned(),
                 };
-                format!("{column}{}", if key.descending { " DESC" } else { "" })
+                (column, key.descending)
             })
             .collect();
         if !query.sort.iter().any(|key| key.field == SortField::Id) {
-            order.push(columns.id.to_owned());
+            keys.push((columns.id.to_owned(), false));
         }
+        let order = keys
+            .iter()
+            .map(|(column, descending)| ordered(column, *descending));
         Self {
             condition: (!conditions.is_empty()).then(|| conditions.join(" AND ")),
-            order: order.join(", "),
+            order: order.collect::<Vec<_>>().join(", "),
+            keys,
             values,
         }
     }
+}
+
+/// `column` in an `ORDER BY`.
+fn ordered(column: &str, descending: bool) -> String {
+    format!("{column}{}", if descending { " DESC" } else { "" })
 }
 
 /// What a title sorts by: ASCII letters lowered, then by code point.
@@ -354,7 +373,18 @@ impl ListSql {
             ..BookColumns::OURS
         };
         let trigrams = format!("{schema}books_title_trigrams");
-        let clauses = ListClauses::written(dialect, &columns, query, FIRST_VALUE, Some(&trigrams));
+        let written = |hidden| {
+            ListClauses::written(
+                dialect,
+                &columns,
+                query,
+                FIRST_VALUE,
+                Some(&trigrams),
+                hidden,
+            )
+        };
+        let clauses = written(false);
+        let per_run = query.filter.title.is_some() && dialect == Dialect::Postgres;
         let filter = clauses
             .condition
             .clone()
@@ -385,7 +415,21 @@ impl ListSql {
         let total = match &origin {
             None => "(SELECT CAST(SUM(n) AS {int8}) FROM {s}book_count)".to_owned(),
             Some(origin) => {
-                let count = format!("(SELECT COUNT(*) FROM {{s}}books b{filtered})");
+                // PostgreSQL plans a kept page anew at each run while a plan made for its
+                // values looks cheaper than the one for any value, and the count (not run
+                // while the kept total holds) is most of either estimate: every page of a
+                // year rarer than the average was planned anew (1M books: 0.62 ms planning,
+                // 0.27 ms running, 0.09 ms with the generic plan). Its values hidden, the
+                // count is estimated alike in both. A title's page is planned per run.
+                let counted = if dialect == Dialect::Postgres && !per_run {
+                    written(true)
+                        .condition
+                        .map(|condition| format!(" WHERE {condition}"))
+                } else {
+                    None
+                };
+                let counted = counted.as_deref().unwrap_or(&filtered);
+                let count = format!("(SELECT COUNT(*) FROM {{s}}books b{counted})");
                 let first = FIRST_VALUE + clauses.values.len();
                 count_unless_known(&count, [&version, origin], [first, first + 1])
             }
@@ -402,15 +446,29 @@ impl ListSql {
         } else {
             "JOIN"
         };
+        // The page's ids come with their sort keys, which order the page: MariaDB sorted
+        // the joined books by theirs in a temporary table (sort=title, 0.55 against
+        // 0.29 ms a statement at 180,000 books).
+        let (mut carried, mut outer) = (String::new(), Vec::new());
+        for (n, (column, descending)) in clauses.keys.iter().enumerate() {
+            if column == BookColumns::OURS.id {
+                outer.push(ordered("p.id", *descending));
+            } else {
+                carried.push_str(&format!(", {column} AS k{n}"));
+                outer.push(ordered(&format!("p.k{n}"), *descending));
+            }
+        }
+        let outer = outer.join(", ");
         let (before_page, tallied_from) = known.map_or((String::new(), String::new()), |k| {
             (format!("{k} CROSS JOIN "), format!(" FROM {k}"))
         });
         let page = format!(
             "SELECT b.id, b.title, b.year, b.author_id, a.name AS author_name, b.created_at, \
              b.updated_at, {columns} FROM {before_page}\
-             (SELECT b.id FROM {{s}}books b{filtered}{{seek}} ORDER BY {order} LIMIT $1 OFFSET $2) p \
+             (SELECT b.id{carried} FROM {{s}}books b{filtered}{{seek}} ORDER BY {order} \
+             LIMIT $1 OFFSET $2) p \
              {join} {{s}}books b ON b.id = p.id LEFT JOIN {{s}}authors a ON a.id = b.author_id \
-             ORDER BY {order}"
+             ORDER BY {outer}"
         );
         let tally = format!("SELECT {columns}{tallied_from}");
         // MariaDB's origin names the tables' database.
@@ -428,7 +486,6 @@ impl ListSql {
             Statement::new(&page.replace("{seek}", ""), "", dialect),
             Statement::new(&tally.replace("{db}", &database), schema, dialect),
         );
-        let per_run = query.filter.title.is_some() && dialect == Dialect::Postgres;
         if per_run {
             (page, tally) = (page.planned_per_run(), tally.planned_per_run());
         }
@@ -576,6 +633,33 @@ mod tests {
                 assert!(!text.contains("$1") && !text.contains("$2 "), "{text}");
             }
         }
+    }
+
+    /// PostgreSQL's count reads a year's or an author's values behind a scalar subquery
+    /// (so the kept plan is the one for any value); the page and a title's count, and the
+    /// other databases, read them as they are.
+    #[test]
+    fn postgres_counts_hide_their_values_but_a_titles() {
+        let mut filter = ListFilter::default();
+        filter.years = vec![YearRange::year(2010)];
+        let year = ListQuery::new(0, 20).with_filter(filter.clone());
+        filter.title = Some("dune".into());
+        let titled = ListQuery::new(0, 20).with_filter(filter);
+        let text = |dialect, query: &ListQuery| {
+            let sql = ListSql::new(dialect, "", query);
+            sql.page.text.as_str().to_owned()
+        };
+        let page = text(Dialect::Postgres, &year);
+        assert!(
+            page.contains("COUNT(*) FROM books b WHERE (b.year = (SELECT $3))"),
+            "{page}"
+        );
+        assert!(
+            page.contains("(SELECT b.id FROM books b WHERE (b.year = $3)"),
+            "{page}"
+        );
+        assert!(!text(Dialect::Postgres, &titled).contains("(SELECT $"));
+        assert!(!text(Dialect::Sqlite, &year).contains("(SELECT $"));
     }
 
     #[test]
