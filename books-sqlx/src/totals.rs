@@ -1,7 +1,6 @@
 //! The totals of filtered lists, and where their pages start, kept between pages. A
-//! filtered page's total is a
-//! `COUNT(*)` of every book its filter keeps, which at a million books costs many times
-//! the page itself. The count moves with every write (the triggers' version), so a total
+//! filtered page's total is a `COUNT(*)` of every book its filter keeps, which at a
+//! million books costs many times the page itself. The count moves with every write (the triggers' version), so a total
 //! counted at a version still holds at that version: each filter's last total is kept
 //! with the version and the server it was counted at, and the page's statement counts
 //! again only when, in its own snapshot, either differs. One statement still answers
