@@ -16,7 +16,7 @@ use books_core::store::{ListQuery, SortField, fold_title};
 
 use crate::check::database_literal;
 use crate::statement::{Arg, Dialect, Statement};
-use crate::totals::{Counted, Mark, count_unless_known, origin_sql};
+use crate::totals::{Counted, LISTED, Mark, UNCHANGED, count_unless_known, origin_sql};
 
 /// The placeholder of a list's first filter value: `$1` and `$2` are its limit and offset;
 /// after the filter's values come the kept total's version and origin, then a mark's id.
@@ -354,15 +354,23 @@ pub(crate) struct ListSql {
     ///
     /// [`Totals`]: crate::totals::Totals
     pub(crate) filter: Option<Filter>,
-    /// A filtered page in id order from a mark's id (`AND b.id >= $N`), its text;
-    /// `None` for a list that does not seek.
-    seek_page: Option<String>,
+    /// A filtered page in id order's other statements; `None` for other lists.
+    by_id: Option<ById>,
     dialect: Dialect,
     /// Whether PostgreSQL plans the page anew at each run: a title's, whose plan for
     /// any pattern walks every book in id order (the trigram index is worth it only for
     /// a pattern the planner sees).
     per_run: bool,
     values: Vec<ListValue>,
+}
+
+/// The texts of a filtered page in id order's other statements: its page from a mark's id
+/// (`AND b.id >= $N`), its page of kept ids (`$N`: their list), and its every id.
+#[derive(Debug)]
+struct ById {
+    seek: String,
+    listed: String,
+    every: String,
 }
 
 impl ListSql {
@@ -434,10 +442,8 @@ impl ListSql {
                 count_unless_known(&count, [&version, origin], [first, first + 1])
             }
         };
-        let columns = format!(
-            "{total} AS total, {version} AS version{}",
-            origin.map_or(String::new(), |o| format!(", {o} AS origin"))
-        );
+        let origin = origin.map_or(String::new(), |o| format!(", {o} AS origin"));
+        let columns = format!("{total} AS total, {version} AS version{origin}");
         // SQLite would otherwise read every book in the sort's index order to join the
         // page to them (no final sort), not the page's 20 ids to their books: a `CROSS
         // JOIN` keeps its order as written (55 ms against 0.02 ms at 1M books, sorted).
@@ -462,67 +468,112 @@ impl ListSql {
         let (before_page, tallied_from) = known.map_or((String::new(), String::new()), |k| {
             (format!("{k} CROSS JOIN "), format!(" FROM {k}"))
         });
-        let page = format!(
-            "SELECT b.id, b.title, b.year, b.author_id, a.name AS author_name, b.created_at, \
-             b.updated_at, {columns} FROM {before_page}\
-             (SELECT b.id{carried} FROM {{s}}books b{filtered}{{seek}} ORDER BY {order} \
-             LIMIT $1 OFFSET $2) p \
-             {join} {{s}}books b ON b.id = p.id LEFT JOIN {{s}}authors a ON a.id = b.author_id \
-             ORDER BY {outer}"
-        );
-        let tally = format!("SELECT {columns}{tallied_from}");
         // MariaDB's origin names the tables' database.
         let database = database_literal(schema.strip_suffix('.'));
-        let page = page.replace("{db}", &database).replace("{s}", schema);
+        // The page of the ids `ids` names (aliased `p`), each row with `columns`.
+        let page = |ids: &str, columns: &str| {
+            let page = format!(
+                "SELECT b.id, b.title, b.year, b.author_id, a.name AS author_name, \
+                 b.created_at, b.updated_at, {columns} FROM {before_page}{ids} p \
+                 {join} {{s}}books b ON b.id = p.id \
+                 LEFT JOIN {{s}}authors a ON a.id = b.author_id ORDER BY {outer}"
+            );
+            page.replace("{db}", &database).replace("{s}", schema)
+        };
+        let ids = |seek: &str| {
+            format!(
+                "(SELECT b.id{carried} FROM {{s}}books b{filtered}{seek} ORDER BY {order} \
+                 LIMIT $1 OFFSET $2)"
+            )
+        };
         let by_id = query
             .sort
             .iter()
             .all(|key| key.field == SortField::Id && !key.descending);
-        let seek_page = (filter.is_some() && by_id).then(|| {
-            let number = FIRST_VALUE + clauses.values.len() + 2;
-            page.replace("{seek}", &format!(" AND b.id >= ${number}"))
+        // A filtered page in id order may start from a mark (the last placeholder's id),
+        // or be of the ids kept (`$1`, its only one: statements of one text may be of
+        // filters whose values are of other types).
+        let number = FIRST_VALUE + clauses.values.len() + 2;
+        let ordered_by_id = (filter.is_some() && by_id).then(|| {
+            let kept = match dialect {
+                Dialect::Sqlite => "(SELECT value AS id FROM json_each($1))",
+                Dialect::Postgres => "(SELECT unnest(CAST($1 AS text)::bigint[]) AS id)",
+                Dialect::MySql => "JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$'))",
+            };
+            // Its total is the kept one if the version holds; the store checks it.
+            let kept_total =
+                format!("CAST({UNCHANGED} AS {{int8}}) AS total, {version} AS version{origin}");
+            let every = format!(
+                "SELECT b.id, {version} AS version{origin} FROM {before_page}{{s}}books b\
+                 {filtered} ORDER BY b.id LIMIT {}",
+                LISTED + 1
+            );
+            ById {
+                seek: page(&ids(&format!(" AND b.id >= ${number}")), &columns),
+                listed: page(kept, &kept_total),
+                every: every.replace("{db}", &database).replace("{s}", schema),
+            }
         });
-        let (mut page, mut tally) = (
-            Statement::new(&page.replace("{seek}", ""), "", dialect),
-            Statement::new(&tally.replace("{db}", &database), schema, dialect),
+        let tally = Statement::new(
+            &format!("SELECT {columns}{tallied_from}").replace("{db}", &database),
+            schema,
+            dialect,
         );
-        if per_run {
-            (page, tally) = (page.planned_per_run(), tally.planned_per_run());
-        }
         let mut values = vec![
             ListValue::Int(i64::from(query.limit)),
             ListValue::Int(i64::try_from(query.offset).unwrap_or(i64::MAX)),
         ];
         values.extend(clauses.values);
+        let page = Statement::new(&page(&ids(""), &columns), "", dialect);
         Self {
-            page,
-            tally,
+            page: planned(page, per_run),
+            tally: planned(tally, per_run),
             filter,
-            seek_page,
+            by_id: ordered_by_id,
             dialect,
             per_run,
             values,
         }
     }
 
-    /// Whether a page of this list may start from a [`Mark`]: filtered, in id order.
-    pub(crate) fn seeks(&self) -> bool {
-        self.seek_page.is_some()
+    /// Whether a page of this list may start from a [`Mark`] or be of kept ids:
+    /// filtered, in id order.
+    pub(crate) fn by_id(&self) -> bool {
+        self.by_id.is_some()
     }
 
-    /// The page from a mark's id, for [`args`](Self::args) with the mark; `None` if the
-    /// list does not [`seek`](Self::seeks).
+    /// The page from a mark's id, for [`args`](Self::args) with the mark.
     pub(crate) fn seeking(&self) -> Option<Statement> {
-        let page = Statement::new(self.seek_page.as_deref()?, "", self.dialect);
-        Some(if self.per_run {
-            page.planned_per_run()
-        } else {
-            page
-        })
+        let page = Statement::new(&self.by_id.as_ref()?.seek, "", self.dialect);
+        Some(planned(page, self.per_run))
     }
 
-    /// The arguments both statements take (each binds those it names), a filter's with
-    /// the total last counted for it (`known`), if any; with a mark (`seek`), the
+    /// The page of kept ids, their list ([`ids_arg`](Self::ids_arg)) its one argument,
+    /// answering [`UNCHANGED`] as its total: the caller checks the version and origin it
+    /// answers.
+    pub(crate) fn listed(&self) -> Option<Statement> {
+        let page = &self.by_id.as_ref()?.listed;
+        Some(Statement::new(page, "", self.dialect))
+    }
+
+    /// Every book's id the filter keeps, in order, [`LISTED`] + 1 at most, each row with
+    /// the version and origin.
+    pub(crate) fn every_id(&self) -> Option<Statement> {
+        let every = Statement::new(&self.by_id.as_ref()?.every, "", self.dialect);
+        Some(planned(every, self.per_run))
+    }
+
+    /// `ids` as [`listed`](Self::listed) takes them.
+    pub(crate) fn ids_arg(&self, ids: &[i64]) -> String {
+        let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+        match self.dialect {
+            Dialect::Postgres => format!("{{{}}}", ids.join(",")),
+            _ => format!("[{}]", ids.join(",")),
+        }
+    }
+
+    /// The arguments the other statements take (each binds those it names), a filter's
+    /// with the total last counted for it (`known`), if any; with a mark (`seek`), the
     /// offset counted from the mark and the mark's id after the rest.
     pub(crate) fn args(&self, known: Option<Counted>, seek: Option<Mark>) -> Vec<Arg<'_>> {
         let mut args: Vec<Arg<'_>> = self.values.iter().map(ListValue::arg).collect();
@@ -536,6 +587,15 @@ impl ListSql {
             args.push(Arg::Int(mark.id));
         }
         args
+    }
+}
+
+/// `statement`, planned anew at each run if `per_run`.
+fn planned(statement: Statement, per_run: bool) -> Statement {
+    if per_run {
+        statement.planned_per_run()
+    } else {
+        statement
     }
 }
 

@@ -14,11 +14,11 @@ use crate::backend::Backend;
 use crate::backend::{Read, SqlStore};
 use crate::batch::{Created, NewBook};
 use crate::error::OrStoreError;
-use crate::list_sql::ListSql;
+use crate::list_sql::{Filter, ListSql};
 use crate::rows::{self, StoreRow};
 use crate::statement::{Arg, Statement};
 use crate::store_sql::RANGE;
-use crate::totals::{Counted, Mark, UNCHANGED};
+use crate::totals::{Counted, Known, Mark, UNCHANGED};
 
 fn decoded<T>(result: Result<T, sqlx::Error>) -> Result<T, StoreError> {
     result.or_store_error()
@@ -36,42 +36,52 @@ pub(crate) async fn list(
         let Some(filter) = &list.filter else {
             let page = list.page.paged(query.limit, query.offset);
             let args = list.args(None, None);
-            let read = page_and_tally(store, &page, &list.tally, &args, false).await;
+            let read = page_and_tally(store, (&page, &args), &list.tally, &args, false).await;
             return reported(store, read.map(Tallied::page));
         };
         // The total last counted for the filter, taken if it still holds; else counted.
-        // In id order, the page starts from the nearest mark at that version.
-        let offset = list.seeks().then_some(query.offset);
-        let mut known = store.totals.known(filter, offset);
+        // In id order, the page is of the filter's ids if kept (read now if few enough),
+        // else starts from the nearest mark at that version.
+        let at = list.by_id().then_some((query.offset, query.limit));
+        let mut known = store.totals.known(filter, at);
+        if known.listable {
+            every_id(store, &list, filter, &known).await?;
+            known = store.totals.known(filter, at);
+        }
         loop {
-            let seeking = known.seek.zip(list.seeking());
-            let page = match &seeking {
-                Some((mark, page)) => page.paged(query.limit, query.offset - mark.before),
-                None => list.page.paged(query.limit, query.offset),
+            let ids = known.listed.as_deref().map(|ids| list.ids_arg(ids));
+            let (page, started) = match (&ids, known.seek.zip(list.seeking())) {
+                (Some(_), _) => (list.listed().map(Cow::Owned), true),
+                (None, Some((mark, page))) => {
+                    let page = page.paged(query.limit, query.offset - mark.before);
+                    (Some(Cow::Owned(page.into_owned())), true)
+                }
+                (None, None) => (None, false),
             };
+            let page = page.unwrap_or_else(|| list.page.paged(query.limit, query.offset));
             let args = list.args(known.counted, known.seek);
-            let read = page_and_tally(store, &page, &list.tally, &args, true).await?;
+            let listed = ids.as_deref().map(|ids| [Arg::Text(ids)]);
+            let page_args = listed.as_ref().map_or(&args[..], |listed| &listed[..]);
+            let read = page_and_tally(store, (&page, page_args), &list.tally, &args, true);
+            let read = read.await?;
             let counted = Counted {
                 version: read.version,
                 origin: read.origin,
                 total: read.total,
             };
-            match store.totals.settle(filter, known, counted) {
-                // The version moved: the mark may not stand, the page is asked again.
-                Some(_) if seeking.is_some() && read.total != UNCHANGED => {
+            match store.totals.settle(filter, &known, counted) {
+                // The version moved: the mark or ids may not stand, the page is asked
+                // again.
+                Some(_) if started && read.total != UNCHANGED => {
                     known = store.totals.known(filter, None);
                 }
                 Some(total) => {
                     // Seen by the totals as it settled; reported to the history alone.
                     store.check.lineage().read_at(read.version as u64);
-                    if offset.is_some() {
+                    if at.is_some() && ids.is_none() {
                         let ids: Vec<i64> = read.books.iter().map(|book| book.id).collect();
-                        store.totals.mark(
-                            filter,
-                            known,
-                            counted,
-                            Mark::of_page(query.offset, &ids),
-                        );
+                        let marks = Mark::of_page(query.offset, &ids);
+                        store.totals.mark(filter, &known, counted, marks);
                     }
                     return Ok(Tallied { total, ..read }.page());
                 }
@@ -92,8 +102,35 @@ pub(crate) async fn list(
         Arg::Int(i64::from(query.limit)),
         Arg::Int(i64::try_from(query.offset).unwrap_or(i64::MAX)),
     ];
-    let read = page_and_tally(store, &statement, &sql.tally, &args, false).await;
+    let read = page_and_tally(store, (&statement, &args), &sql.tally, &args, false).await;
     reported(store, read.map(Tallied::page))
+}
+
+/// Reads every id `list`'s filter keeps, in order, and keeps them with their count if
+/// they are few enough ([`LISTED`]).
+async fn every_id(
+    store: &SqlStore<impl Backend>,
+    list: &ListSql,
+    filter: &Filter,
+    known: &Known,
+) -> Result<(), StoreError> {
+    let Some(every) = list.every_id() else {
+        return Ok(());
+    };
+    let rows = store
+        .read(Read::Data, &every, &list.args(None, None))
+        .await?;
+    let Some(row) = rows.first() else {
+        return Ok(());
+    };
+    let at = Counted {
+        version: decoded(row.int_named("version"))?,
+        origin: decoded(row.int_named("origin"))?,
+        total: rows.len() as i64,
+    };
+    let ids = decoded(rows.iter().map(|row| row.int(0)).collect())?;
+    store.totals.list(filter, known, at, ids);
+    Ok(())
 }
 
 /// `read`, its count reported to the store's history ([`Lineage::read_at`]): a state the
@@ -130,17 +167,17 @@ impl Tallied {
     }
 }
 
-/// The rows of `page` with the total and version (and, if `counted`, the origin) they
-/// carry, or for an empty page those of `tally` (each statement binds the arguments it
-/// names).
+/// The rows of `page` (with its arguments) with the total and version (and, if
+/// `counted`, the origin) they carry, or for an empty page those of `tally` (which binds
+/// the arguments it names of `args`).
 async fn page_and_tally(
     store: &SqlStore<impl Backend>,
-    page: &Statement,
+    (page, page_args): (&Statement, &[Arg<'_>]),
     tally: &Statement,
     args: &[Arg<'_>],
     counted: bool,
 ) -> Result<Tallied, StoreError> {
-    let rows = store.read(Read::Data, page, args).await?;
+    let rows = store.read(Read::Data, page, page_args).await?;
     let origin = match rows.first() {
         Some(row) if counted => decoded(row.int_named("origin"))?,
         _ => 0,

@@ -14,6 +14,11 @@
 //! its own first id. The statement answers whether the version held, as for the total;
 //! if it moved, the page is asked again without the mark.
 //!
+//! A filter that keeps few books ([`LISTED`] at most, a title's say, whose page in id
+//! order cannot stop early on a trigram index) has their ids kept too, read once per
+//! version: its pages are then its books by id. A page whose statement finds the version
+//! moved is asked again the same way.
+//!
 //! The server ([`origin_sql`]) is what the version check's history guards against, read
 //! where a replica can read it too: a count is a state only on the server and counter
 //! table it was read from (a promoted standby, a restored backup or another node may
@@ -33,6 +38,12 @@ const KEPT: usize = 1024;
 
 /// How many marks a store keeps per filter; past it, each new one replaces the oldest.
 const MARKS: usize = 8;
+
+/// How many books a filter may keep for the store to keep their ids (a page of them is
+/// then read by id), and how many ids it keeps over every filter: past it, it forgets
+/// them all (2 MB).
+pub(crate) const LISTED: usize = 4096;
+const LISTED_IN_ALL: usize = 1 << 18;
 
 /// What the page's statement answers as its total when the kept one still holds.
 pub(crate) const UNCHANGED: i64 = -1;
@@ -82,11 +93,12 @@ impl Mark {
     }
 }
 
-/// A filter's last total, with the marks read at its version.
+/// A filter's last total, with the marks and, if read, its books' ids at its version.
 #[derive(Debug)]
 struct Kept {
     counted: Counted,
     marks: Vec<Mark>,
+    ids: Option<Vec<i64>>,
 }
 
 /// The last total of each filter (`F`) a store counted, shared by its clones.
@@ -100,24 +112,33 @@ struct State<F> {
     highest: i64,
     /// How many times the store forgot every total.
     forgotten: u64,
+    /// How many ids the kept totals hold.
+    listed: usize,
 }
 
-/// What a statement is sent with: the filter's kept total, if any, the nearest mark at
-/// its version below the page, if asked and any, and how many times the store had
-/// forgotten its totals then.
-#[derive(Debug, Clone, Copy)]
+/// What a statement is sent with: the filter's kept total, if any; for a page in id
+/// order, its books' ids if the filter's are kept, else the nearest mark at its version
+/// below it, if any; and how many times the store had forgotten its totals then.
+#[derive(Debug, Clone)]
 pub(crate) struct Known {
     pub(crate) counted: Option<Counted>,
     pub(crate) seek: Option<Mark>,
+    /// The page's ids (none past the filter's last book).
+    pub(crate) listed: Option<Vec<i64>>,
+    /// Whether the filter keeps few enough books for their ids to be kept, and they
+    /// are not.
+    pub(crate) listable: bool,
     forgotten: u64,
 }
 
 impl Known {
-    /// The same, with no total kept (nor mark): the statement counts.
+    /// The same, with no total kept (nor mark, nor ids): the statement counts.
     pub(crate) fn counting(self) -> Self {
         Self {
             counted: None,
             seek: None,
+            listed: None,
+            listable: false,
             ..self
         }
     }
@@ -127,10 +148,16 @@ impl<F> State<F> {
     /// [`Totals::seen`], under the lock.
     fn see(&mut self, version: i64) {
         if version < self.highest {
-            self.kept.clear();
-            self.forgotten += 1;
+            self.forget();
         }
         self.highest = version;
+    }
+
+    /// Forgets every total.
+    fn forget(&mut self) {
+        self.kept.clear();
+        self.forgotten += 1;
+        self.listed = 0;
     }
 }
 
@@ -140,7 +167,35 @@ impl<F> Default for Totals<F> {
             kept: HashMap::new(),
             highest: 0,
             forgotten: 0,
+            listed: 0,
         }))
+    }
+}
+
+impl<F: Hash + Eq + Clone> State<F> {
+    /// Keeps `counted` as `filter`'s total, with `ids` if read (else those kept, if of
+    /// its version, as its marks).
+    fn keep(&mut self, filter: &F, counted: Counted, ids: Option<Vec<i64>>) {
+        if self.kept.len() >= KEPT && !self.kept.contains_key(filter) {
+            self.kept.clear();
+            self.listed = 0;
+        }
+        let (mut marks, mut kept_ids) = (Vec::new(), None);
+        if let Some(kept) = self.kept.remove(filter) {
+            self.listed -= kept.ids.as_ref().map_or(0, Vec::len);
+            // Marks and ids stand while the version does.
+            if (kept.counted.version, kept.counted.origin) == (counted.version, counted.origin) {
+                (marks, kept_ids) = (kept.marks, kept.ids);
+            }
+        }
+        let ids = ids.or(kept_ids);
+        self.listed += ids.as_ref().map_or(0, Vec::len);
+        let kept = Kept {
+            counted,
+            marks,
+            ids,
+        };
+        self.kept.insert(filter.clone(), kept);
     }
 }
 
@@ -149,29 +204,58 @@ impl<F: Hash + Eq + Clone> Totals<F> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The last total counted for `filter`, with, for a page at `offset` in id order,
-    /// the nearest mark below it that skips any book.
-    pub(crate) fn known(&self, filter: &F, offset: Option<u64>) -> Known {
+    /// The last total counted for `filter`, with, for a page in id order (`page`: its
+    /// offset and limit), its ids if kept, else the nearest mark below it that skips
+    /// any book.
+    pub(crate) fn known(&self, filter: &F, page: Option<(u64, u32)>) -> Known {
         let state = self.state();
         let kept = state.kept.get(filter);
-        let seek = kept.zip(offset).and_then(|(kept, offset)| {
-            let marks = kept
-                .marks
-                .iter()
-                .filter(|m| m.before > 0 && m.before <= offset);
-            marks.max_by_key(|mark| mark.before).copied()
-        });
+        let (mut seek, mut listed, mut listable) = (None, None, false);
+        if let (Some(kept), Some((offset, limit))) = (kept, page) {
+            if let Some(ids) = &kept.ids {
+                let start = usize::try_from(offset).unwrap_or(usize::MAX).min(ids.len());
+                let end = start.saturating_add(limit as usize).min(ids.len());
+                listed = Some(ids[start..end].to_vec());
+            } else {
+                let marks = kept.marks.iter();
+                let below = marks.filter(|m| m.before > 0 && m.before <= offset);
+                seek = below.max_by_key(|mark| mark.before).copied();
+                listable = (1..=LISTED as i64).contains(&kept.counted.total);
+            }
+        }
         Known {
             counted: kept.map(|kept| kept.counted),
             seek,
+            listed,
+            listable,
             forgotten: state.forgotten,
         }
+    }
+
+    /// Keeps `ids`, every book of `filter`'s in id order, read at `at`'s version and
+    /// origin by a statement sent with `known`, as its total, unless the store forgot
+    /// its totals since or they are too many.
+    pub(crate) fn list(&self, filter: &F, known: &Known, at: Counted, ids: Vec<i64>) {
+        let mut state = self.state();
+        state.see(at.version);
+        if state.forgotten != known.forgotten || ids.len() > LISTED {
+            return;
+        }
+        if state.listed + ids.len() > LISTED_IN_ALL {
+            state.kept.values_mut().for_each(|kept| kept.ids = None);
+            state.listed = 0;
+        }
+        let counted = Counted {
+            total: ids.len() as i64,
+            ..at
+        };
+        state.keep(filter, counted, Some(ids));
     }
 
     /// Keeps `marks`, read at `at`'s version and origin by a statement sent with
     /// `known`, if `filter`'s kept total is still of them and the store has not forgotten
     /// its totals since.
-    pub(crate) fn mark(&self, filter: &F, known: Known, at: Counted, marks: Vec<Mark>) {
+    pub(crate) fn mark(&self, filter: &F, known: &Known, at: Counted, marks: Vec<Mark>) {
         let mut state = self.state();
         if state.forgotten != known.forgotten {
             return;
@@ -202,26 +286,13 @@ impl<F: Hash + Eq + Clone> Totals<F> {
     /// [`seen`](Self::seen) first): its own count, kept unless the store forgot its
     /// totals since it was sent; or [`UNCHANGED`], `known`'s total if that still stands.
     /// `None`: the statement must count.
-    pub(crate) fn settle(&self, filter: &F, known: Known, counted: Counted) -> Option<i64> {
+    pub(crate) fn settle(&self, filter: &F, known: &Known, counted: Counted) -> Option<i64> {
         let mut state = self.state();
         state.see(counted.version);
         let current = state.forgotten == known.forgotten;
         if counted.total != UNCHANGED {
             if current {
-                if state.kept.len() >= KEPT && !state.kept.contains_key(filter) {
-                    state.kept.clear();
-                }
-                let marks = match state.kept.remove(filter) {
-                    // Marks stand while the version does.
-                    Some(kept)
-                        if (kept.counted.version, kept.counted.origin)
-                            == (counted.version, counted.origin) =>
-                    {
-                        kept.marks
-                    }
-                    _ => Vec::new(),
-                };
-                state.kept.insert(filter.clone(), Kept { counted, marks });
+                state.keep(filter, counted, None);
             }
             return Some(counted.total);
         }
@@ -286,10 +357,10 @@ mod tests {
             .counted
             .is_some_and(|k| k.version == version && k.origin == 1);
         let answered = if kept { UNCHANGED } else { total };
-        let settled = totals.settle(&filter(year), known, counted(version, 1, answered));
+        let settled = totals.settle(&filter(year), &known, counted(version, 1, answered));
         settled.or_else(|| {
             let counting = totals.known(&filter(year), None).counting();
-            totals.settle(&filter(year), counting, counted(version, 1, total))
+            totals.settle(&filter(year), &counting, counted(version, 1, total))
         })
     }
 
@@ -298,7 +369,7 @@ mod tests {
         let totals = Totals::default();
         let known = totals.known(&filter(2010), None);
         assert_eq!(
-            totals.settle(&filter(2010), known, counted(7, 1, 38)),
+            totals.settle(&filter(2010), &known, counted(7, 1, 38)),
             Some(38)
         );
         let known = totals.known(&filter(2010), None);
@@ -307,17 +378,20 @@ mod tests {
         // The statement found the version and origin unchanged.
         let unchanged = |version, origin| counted(version, origin, UNCHANGED);
         assert_eq!(
-            totals.settle(&filter(2010), known, unchanged(7, 1)),
+            totals.settle(&filter(2010), &known, unchanged(7, 1)),
             Some(38)
         );
         // An answer of "unchanged" at another version or origin is not taken.
-        assert_eq!(totals.settle(&filter(2010), known, unchanged(7, 2)), None);
-        assert_eq!(totals.settle(&filter(2010), known, unchanged(8, 1)), None);
+        assert_eq!(totals.settle(&filter(2010), &known, unchanged(7, 2)), None);
+        assert_eq!(totals.settle(&filter(2010), &known, unchanged(8, 1)), None);
         let nothing = totals.known(&filter(2011), None);
-        assert_eq!(totals.settle(&filter(2011), nothing, unchanged(8, 1)), None);
+        assert_eq!(
+            totals.settle(&filter(2011), &nothing, unchanged(8, 1)),
+            None
+        );
         // A new count replaces the old.
         assert_eq!(
-            totals.settle(&filter(2010), known, counted(9, 1, 39)),
+            totals.settle(&filter(2010), &known, counted(9, 1, 39)),
             Some(39)
         );
         assert_eq!(
@@ -346,7 +420,7 @@ mod tests {
         totals.seen(5);
         // Sent before the restore, answered after: given, not kept.
         assert_eq!(
-            totals.settle(&filter(2010), before, counted(10, 1, 38)),
+            totals.settle(&filter(2010), &before, counted(10, 1, 38)),
             Some(38)
         );
         assert_eq!(totals.known(&filter(2010), None).counted, None);
@@ -374,27 +448,30 @@ mod tests {
         let known = totals.known(&filter(2010), None);
         totals.mark(
             &filter(2010),
-            known,
+            &known,
             at(7),
             Mark::of_page(20, &[40, 45, 49]),
         );
-        let seek = |offset| totals.known(&filter(2010), Some(offset)).seek;
+        let seek = |offset| totals.known(&filter(2010), Some((offset, 10))).seek;
         assert_eq!(seek(20), Some(Mark { before: 20, id: 40 }));
         assert_eq!(seek(23), Some(Mark { before: 23, id: 50 }));
         assert_eq!(seek(90), Some(Mark { before: 23, id: 50 }));
         assert_eq!(seek(19), None, "no mark below it");
         assert_eq!(totals.known(&filter(2010), None).seek, None);
         // Marks of another version are not kept, and a new count drops the old ones.
-        totals.mark(&filter(2010), known, at(8), Mark::of_page(60, &[90]));
+        totals.mark(&filter(2010), &known, at(8), Mark::of_page(60, &[90]));
         assert_eq!(seek(90), Some(Mark { before: 23, id: 50 }));
         assert_eq!(read(&totals, 2010, 8, 39), Some(39));
         assert_eq!(seek(90), None);
-        assert_eq!(totals.known(&filter(2010), Some(90)).counting().seek, None);
+        assert_eq!(
+            totals.known(&filter(2010), Some((90, 10))).counting().seek,
+            None
+        );
         // Past its bound, the oldest goes.
         let known = totals.known(&filter(2010), None);
         for page in 0..=MARKS as u64 {
             let marks = Mark::of_page(page * 10 + 10, &[page as i64]);
-            totals.mark(&filter(2010), known, at(8), marks);
+            totals.mark(&filter(2010), &known, at(8), marks);
         }
         assert_eq!(seek(10), None);
         assert_eq!(seek(90), Some(Mark { before: 90, id: 8 }));
@@ -403,9 +480,61 @@ mod tests {
         let before = totals.known(&filter(2010), None);
         totals.seen(1);
         assert_eq!(read(&totals, 2010, 9, 40), Some(40));
-        totals.mark(&filter(2010), before, at(9), Mark::of_page(20, &[40]));
+        totals.mark(&filter(2010), &before, at(9), Mark::of_page(20, &[40]));
         assert_eq!(seek(30), None);
         // A first page's first book skips nothing.
         assert_eq!(Mark::of_page(0, &[5, 7]), [Mark { before: 2, id: 8 }]);
+    }
+
+    #[test]
+    fn a_filter_of_few_books_has_its_ids_kept_at_its_version() {
+        let totals = Totals::default();
+        let page = |offset| Some((offset, 2));
+        assert!(!totals.known(&filter(2010), page(0)).listable, "no total");
+        assert_eq!(read(&totals, 2010, 7, 3), Some(3));
+        let known = totals.known(&filter(2010), page(0));
+        assert!(known.listable && known.listed.is_none());
+        assert!(
+            !totals.known(&filter(2010), None).listable,
+            "not in id order"
+        );
+        // Read at the kept version: kept, and pages are their slices.
+        totals.list(&filter(2010), &known, counted(7, 1, 3), vec![4, 9, 12]);
+        let listed = |offset| totals.known(&filter(2010), page(offset)).listed;
+        assert_eq!(listed(0), Some(vec![4, 9]));
+        assert_eq!(listed(2), Some(vec![12]));
+        assert_eq!(listed(5), Some(vec![]), "past the last book");
+        assert!(!totals.known(&filter(2010), page(0)).listable);
+        assert_eq!(totals.known(&filter(2010), page(0)).counting().listed, None);
+        // A count at the same version keeps them; at another, drops them.
+        assert_eq!(read(&totals, 2010, 7, 3), Some(3));
+        assert_eq!(listed(2), Some(vec![12]));
+        assert_eq!(read(&totals, 2010, 8, 2), Some(2));
+        assert_eq!(listed(0), None);
+        // Read at a newer version, they are its total.
+        let known = totals.known(&filter(2010), page(0));
+        totals.list(&filter(2010), &known, counted(9, 1, 0), vec![4, 12]);
+        assert_eq!(
+            totals.known(&filter(2010), None).counted,
+            Some(counted(9, 1, 2))
+        );
+        assert_eq!(listed(0), Some(vec![4, 12]));
+        // Nor too many, nor read before the store forgot its totals.
+        let known = totals.known(&filter(2011), page(0));
+        totals.list(&filter(2011), &known, counted(9, 1, 0), vec![1; LISTED + 1]);
+        assert_eq!(totals.known(&filter(2011), page(0)).listed, None);
+        totals.seen(1);
+        totals.list(&filter(2010), &known, counted(9, 1, 0), vec![4]);
+        assert_eq!(listed(0), None);
+        // Past the bound over every filter, the store drops every filter's ids.
+        let known = totals.known(&filter(0), None);
+        let every = LISTED_IN_ALL / LISTED;
+        for year in 0..=every as i32 {
+            totals.list(&filter(year), &known, counted(9, 1, 0), vec![1; LISTED]);
+        }
+        let listed = |year| totals.known(&filter(year), page(0)).listed;
+        assert_eq!(listed(0), None);
+        assert_eq!(listed(every as i32), Some(vec![1, 1]));
+        assert_eq!(totals.state().listed, LISTED);
     }
 }
