@@ -4,12 +4,14 @@ hand-written axum + sqlx server (`benches/handwritten.rs`) given the same filter
 
     python3 scripts/list_queries.py [--stores sqlite,postgres,mysql] [--books 1000000]
                                     [--rounds 3] [--seconds 5] [--cached] [--before BIN]
+                                    [--pages year,title]
 
 Bulk-loads `--books` books (1,000 authors, years 2000-2025, every 1,000th title containing
 "Zyzzyva") into our server's tables and the hand-written server's, in SQL, then asks both
 (our cache off: every answer read from the database) for page 1 unfiltered, of one
 author, of one year, sorted by `-year` and by `title`, page 100 of one year, and page 1
-of the title substring that matches 1,000 books, all with `include=author` (wrk, 8
+of the title substring that matches 1,000 books, the last again with 1 request in 10 a
+create (the first page after each write pays its count), all with `include=author` (wrk, 8
 connections, servers pinned as in `load.py`). Reports requests/s, p99, the cost (1/rps)
 relative to the same server's unfiltered page 1, and each server's throughput relative
 to hand-written's. `--before BIN` also asks an earlier build of our server, over the same
@@ -38,7 +40,21 @@ PAGES = {
     "sort=title": "&sort=title",
     "page 100 of one year": "&filter%5Byear%5D=2010&page=100",
     "title matching 1,000": "&filter%5Btitle%5D=zyzzyva",
+    "the title, 1 in 10 a create": "&filter%5Btitle%5D=zyzzyva",
 }
+
+# Pages asked with writes between them: 1 request in 10 creates a book (by the page's
+# author), which moves the version every kept total and id list is read at.
+WRITING = """
+math.randomseed(os.time())
+request = function()
+  if math.random(10) == 1 then
+    return wrk.format("POST", "/api/books", {["Content-Type"] = "application/x-www-form-urlencoded"},
+                      "title=Load+test&author_id={author}&year=2020")
+  end
+  return wrk.format("GET", "{path}")
+end
+"""
 
 # The bulk load, per dialect: authors named "Bench N" (ids as the table assigns them,
 # or from 1,001 where the table takes them given), then books pointing at them.
@@ -141,12 +157,24 @@ def uncached(args):
             first = {"ours": first_ours, "before": first_ours,
                      "handwritten": sql(store, hand, ["SELECT MIN(id) FROM authors WHERE name LIKE 'Bench %'"])}
             results = {}
-            for _ in range(args.rounds):
-                for page, query in PAGES.items():
-                    for server, port in ports.items():
-                        path = "/api/books?include=author" + query.format(author=int(first[server]) + 6)
-                        r = harness.measure(procs[server], port, path, args.seconds, None, 8)
-                        results.setdefault((page, server), []).append(r)
+            pages = [page for page in PAGES
+                     if not args.pages or page == "page 1" or any(p in page for p in args.pages.split(","))]
+            # The pages with writes after every other's rounds: the first page of each
+            # filter after a write pays its count (MariaDB's title: a scan, ~0.4 s).
+            order = ([(page, r) for r in range(args.rounds) for page in pages if "a create" not in page]
+                     + [(page, r) for r in range(args.rounds) for page in pages if "a create" in page])
+            for page, _ in order:
+                query = PAGES[page]
+                for server, port in ports.items():
+                    author = int(first[server]) + 6
+                    path = "/api/books?include=author" + query.format(author=author)
+                    script = None
+                    if "a create" in page:
+                        script = f"{tmp}/{server}.lua"
+                        with open(script, "w") as f:
+                            f.write(WRITING.replace("{author}", str(author)).replace("{path}", path))
+                    r = harness.measure(procs[server], port, path, args.seconds, script, 8)
+                    results.setdefault((page, server), []).append(r)
             for (page, server), rs in results.items():
                 base = results[("page 1", server)]
                 cost = statistics.median(b["rps"] / r["rps"] if r["rps"] else float("inf") for r, b in zip(rs, base))
@@ -198,6 +226,7 @@ def main():
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--cached", action="store_true")
     parser.add_argument("--before", help="an earlier build of the server, asked beside ours")
+    parser.add_argument("--pages", help="only the pages whose names hold one of these (and page 1)")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         harness.run(["apt-get", "install", "-y", "-qq", "wrk"])
