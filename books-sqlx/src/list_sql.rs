@@ -365,7 +365,7 @@ pub(crate) struct ListSql {
 }
 
 /// The texts of a filtered page in id order's other statements: its page from a mark's id
-/// (`AND b.id >= $N`), its page of kept ids (`$N`: their list), and its every id.
+/// (`AND b.id >= $N`), its page of kept ids (`$1`: their list), and its every id.
 #[derive(Debug)]
 struct ById {
     seek: String,
@@ -442,6 +442,11 @@ impl ListSql {
                 count_unless_known(&count, [&version, origin], [first, first + 1])
             }
         };
+        // Read once for every row (PostgreSQL's expression would be run for each).
+        let origin_once = origin.as_ref().map_or(String::new(), |o| match dialect {
+            Dialect::Postgres => format!(", (SELECT {o}) AS origin"),
+            _ => format!(", {o} AS origin"),
+        });
         let origin = origin.map_or(String::new(), |o| format!(", {o} AS origin"));
         let columns = format!("{total} AS total, {version} AS version{origin}");
         // SQLite would otherwise read every book in the sort's index order to join the
@@ -504,7 +509,7 @@ impl ListSql {
             let kept_total =
                 format!("CAST({UNCHANGED} AS {{int8}}) AS total, {version} AS version{origin}");
             let every = format!(
-                "SELECT b.id, {version} AS version{origin} FROM {before_page}{{s}}books b\
+                "SELECT b.id, {version} AS version{origin_once} FROM {before_page}{{s}}books b\
                  {filtered} ORDER BY b.id LIMIT {}",
                 LISTED + 1
             );

@@ -40,28 +40,35 @@ pub(crate) async fn list(
             return reported(store, read.map(Tallied::page));
         };
         // The total last counted for the filter, taken if it still holds; else counted.
-        // In id order, the page is of the filter's ids if kept (read now if few enough),
-        // else starts from the nearest mark at that version.
+        // In id order, the page is of the filter's ids if kept (read instead of a count,
+        // once a request, if few enough), else starts from the nearest mark at that
+        // version.
         let at = list.by_id().then_some((query.offset, query.limit));
         let mut known = store.totals.known(filter, at);
-        if known.listable {
-            every_id(store, &list, filter, &known).await?;
-            known = store.totals.known(filter, at);
-        }
+        let mut ids_read = false;
         loop {
-            let ids = known.listed.as_deref().map(|ids| list.ids_arg(ids));
-            let (page, started) = match (&ids, known.seek.zip(list.seeking())) {
-                (Some(_), _) => (list.listed().map(Cow::Owned), true),
-                (None, Some((mark, page))) => {
-                    let page = page.paged(query.limit, query.offset - mark.before);
-                    (Some(Cow::Owned(page.into_owned())), true)
-                }
-                (None, None) => (None, false),
+            if known.listable && !ids_read {
+                every_id(store, &list, filter, &known).await?;
+                known = store.totals.known(filter, at);
+                ids_read = true;
+            }
+            // The page narrowed to the kept ids (its one argument their list), or from a
+            // mark; else whole.
+            let listed = known.listed.as_deref().zip(list.listed());
+            let ids = listed.as_ref().map(|(ids, _)| list.ids_arg(ids));
+            let seeking = known.seek.zip(list.seeking()).filter(|_| listed.is_none());
+            let narrowed = listed.is_some() || seeking.is_some();
+            let page = match (listed, &seeking) {
+                (Some((_, page)), _) => Cow::Owned(page),
+                (None, Some((mark, page))) => Cow::Owned(
+                    page.paged(query.limit, query.offset - mark.before)
+                        .into_owned(),
+                ),
+                (None, None) => list.page.paged(query.limit, query.offset),
             };
-            let page = page.unwrap_or_else(|| list.page.paged(query.limit, query.offset));
-            let args = list.args(known.counted, known.seek);
-            let listed = ids.as_deref().map(|ids| [Arg::Text(ids)]);
-            let page_args = listed.as_ref().map_or(&args[..], |listed| &listed[..]);
+            let args = list.args(known.counted, seeking.map(|(mark, _)| mark));
+            let ids = ids.as_deref().map(|ids| [Arg::Text(ids)]);
+            let page_args = ids.as_ref().map_or(&args[..], |ids| &ids[..]);
             let read = page_and_tally(store, (&page, page_args), &list.tally, &args, true);
             let read = read.await?;
             let counted = Counted {
@@ -70,20 +77,27 @@ pub(crate) async fn list(
                 total: read.total,
             };
             match store.totals.settle(filter, &known, counted) {
-                // The version moved: the mark or ids may not stand, the page is asked
-                // again.
-                Some(_) if started && read.total != UNCHANGED => {
+                // The version moved under a narrowed page, and its statement (from a
+                // mark) or its tally (of kept ids, none found) counted: the mark or ids
+                // may not stand, the page is asked again. (Kept ids' books at another
+                // version answer no total: below.)
+                Some(_) if narrowed && read.total != UNCHANGED => {
                     known = store.totals.known(filter, None);
                 }
                 Some(total) => {
                     // Seen by the totals as it settled; reported to the history alone.
                     store.check.lineage().read_at(read.version as u64);
-                    if at.is_some() && ids.is_none() {
+                    if at.is_some() && known.listed.is_none() {
                         let ids: Vec<i64> = read.books.iter().map(|book| book.id).collect();
                         let marks = Mark::of_page(query.offset, &ids);
                         store.totals.mark(filter, &known, counted, marks);
                     }
                     return Ok(Tallied { total, ..read }.page());
+                }
+                // Kept ids of another version: read again, once.
+                None if known.listed.is_some() && !ids_read => {
+                    known = store.totals.known(filter, at);
+                    known.listable = true;
                 }
                 None if known.counted.is_some() => {
                     known = store.totals.known(filter, None).counting();
@@ -123,11 +137,10 @@ async fn every_id(
     let Some(row) = rows.first() else {
         return Ok(());
     };
-    let at = Counted {
-        version: decoded(row.int_named("version"))?,
-        origin: decoded(row.int_named("origin"))?,
-        total: rows.len() as i64,
-    };
+    let at = (
+        decoded(row.int_named("version"))?,
+        decoded(row.int_named("origin"))?,
+    );
     let ids = decoded(rows.iter().map(|row| row.int(0)).collect())?;
     store.totals.list(filter, known, at, ids);
     Ok(())

@@ -202,8 +202,12 @@ pub(crate) fn inline(sql: &str, args: &[Arg<'_>], dialect: Dialect) -> Result<St
     let mut from = 0;
     for (at, end, number) in placeholders(sql) {
         text.push_str(&sql[from..at]);
-        let number =
-            number.ok_or_else(|| sqlx::Error::Protocol(format!("a lone `$` in {sql:?}")))?;
+        // A `$` without a number is the text's own (MariaDB's JSON paths).
+        let Some(number) = number else {
+            text.push('$');
+            from = end;
+            continue;
+        };
         match number.checked_sub(1).and_then(|index| args.get(index)) {
             Some(Arg::Int(value)) => write!(text, "{value}").expect("writing to a String"),
             Some(Arg::Int4(value)) => write!(text, "{value}").expect("writing to a String"),
@@ -314,7 +318,12 @@ mod tests {
         let pg = Dialect::Postgres;
         assert!(inline("id = $2", &[Arg::Int(1)], pg).is_err(), "missing");
         assert!(inline("id = $0", &[Arg::Int(1)], pg).is_err(), "no $0");
-        assert!(inline("cost $", &[], pg).is_err(), "a lone $");
+        // A `$` without a number is the text's own.
+        let path = "JSON_TABLE($1, '$[*]' COLUMNS (id BIGINT PATH '$'))";
+        assert_eq!(
+            inline(path, &[Arg::Text("[1]")], Dialect::MySql).unwrap(),
+            "JSON_TABLE(_utf8mb4 X'5b315d', '$[*]' COLUMNS (id BIGINT PATH '$'))"
+        );
         assert!(inline("at = $1", &[Arg::Time(chrono::DateTime::UNIX_EPOCH)], pg).is_err());
     }
 

@@ -41,7 +41,20 @@ impl<DB: Backend> SqlStore<DB> {
     /// This store built again from its parts (its statements and check for them, its
     /// queues new): after one of them changed.
     pub(crate) fn rebuilt(self) -> Self {
-        Self::assemble(self.servers, self.extra, self.schema)
+        let most = self.totals.most_listed();
+        Self::assemble(self.servers, self.extra, self.schema).with_kept_ids(most)
+    }
+
+    /// This store keeping the ids of a filtered list that keeps at most `most` books
+    /// (4,096 by default, and at most; 0: never), read once per version instead of its
+    /// count, so that its pages in id order are read by id: a title's 1,000 matches at
+    /// 1M books, say, which a page of 20 would otherwise search for. Each id costs 8
+    /// bytes, and a store keeps at most 262,144.
+    pub fn with_kept_ids(self, most: usize) -> Self {
+        Self {
+            totals: Arc::new(crate::totals::Totals::listing(most)),
+            ..self
+        }
     }
 
     /// The store's statements.

@@ -16,9 +16,8 @@
 //!
 //! A filter that keeps few books ([`LISTED`] at most, a title's say, whose page in id
 //! order cannot stop early on a trigram index) has their ids kept too, read once per
-//! version when a page finds its total still holds (under writes, the next page would
-//! count again): its pages are then its books by id. A page whose statement finds the
-//! version moved is asked again the same way.
+//! version instead of its count: its pages are then its books by id. A page whose
+//! statement finds the version moved has them read again.
 //!
 //! The server ([`origin_sql`]) is what the version check's history guards against, read
 //! where a replica can read it too: a count is a state only on the server and counter
@@ -41,9 +40,10 @@ const KEPT: usize = 1024;
 const MARKS: usize = 8;
 
 /// How many books a filter may keep for the store to keep their ids (a page of them is
-/// then read by id), and how many ids it keeps over every filter: past it, it forgets
-/// them all (2 MB).
+/// then read by id).
 pub(crate) const LISTED: usize = 4096;
+
+/// How many ids a store keeps over every filter (2 MB): past it, it drops them all.
 const LISTED_IN_ALL: usize = 1 << 18;
 
 /// What the page's statement answers as its total when the kept one still holds.
@@ -100,14 +100,18 @@ struct Kept {
     counted: Counted,
     marks: Vec<Mark>,
     ids: Option<Vec<i64>>,
-    /// Whether a later page found its version unchanged: only then are the ids worth
-    /// reading (under writes the next page would count again).
-    held: bool,
+    /// Whether its ids may be read: not at the version the store dropped every
+    /// filter's at (past [`LISTED_IN_ALL`]).
+    listable: bool,
 }
 
-/// The last total of each filter (`F`) a store counted, shared by its clones.
+/// The last total of each filter (`F`) a store counted, shared by its clones, and the
+/// most books a filter may keep for their ids to be kept.
 #[derive(Debug)]
-pub(crate) struct Totals<F>(Mutex<State<F>>);
+pub(crate) struct Totals<F> {
+    state: Mutex<State<F>>,
+    most: usize,
+}
 
 #[derive(Debug)]
 struct State<F> {
@@ -129,8 +133,8 @@ pub(crate) struct Known {
     pub(crate) seek: Option<Mark>,
     /// The page's ids (none past the filter's last book).
     pub(crate) listed: Option<Vec<i64>>,
-    /// Whether the filter keeps few enough books for their ids to be kept, and they
-    /// are not.
+    /// Whether the filter keeps few enough books for their ids to be kept, and they are
+    /// not.
     pub(crate) listable: bool,
     forgotten: u64,
 }
@@ -167,12 +171,29 @@ impl<F> State<F> {
 
 impl<F> Default for Totals<F> {
     fn default() -> Self {
-        Self(Mutex::new(State {
+        Self::listing(LISTED)
+    }
+}
+
+impl<F> Totals<F> {
+    /// None kept, the ids of a filter kept if it keeps at most `most` books
+    /// ([`LISTED`] at most).
+    pub(crate) fn listing(most: usize) -> Self {
+        let state = State {
             kept: HashMap::new(),
             highest: 0,
             forgotten: 0,
             listed: 0,
-        }))
+        };
+        Self {
+            state: Mutex::new(state),
+            most: most.min(LISTED),
+        }
+    }
+
+    /// The most books a filter may keep for their ids to be kept.
+    pub(crate) fn most_listed(&self) -> usize {
+        self.most
     }
 }
 
@@ -184,12 +205,12 @@ impl<F: Hash + Eq + Clone> State<F> {
             self.kept.clear();
             self.listed = 0;
         }
-        let (mut marks, mut kept_ids, mut held) = (Vec::new(), None, false);
+        let (mut marks, mut kept_ids, mut listable) = (Vec::new(), None, true);
         if let Some(kept) = self.kept.remove(filter) {
             self.listed -= kept.ids.as_ref().map_or(0, Vec::len);
             // Marks and ids stand while the version does.
             if (kept.counted.version, kept.counted.origin) == (counted.version, counted.origin) {
-                (marks, kept_ids, held) = (kept.marks, kept.ids, kept.held);
+                (marks, kept_ids, listable) = (kept.marks, kept.ids, kept.listable);
             }
         }
         let ids = ids.or(kept_ids);
@@ -198,7 +219,7 @@ impl<F: Hash + Eq + Clone> State<F> {
             counted,
             marks,
             ids,
-            held,
+            listable,
         };
         self.kept.insert(filter.clone(), kept);
     }
@@ -206,7 +227,7 @@ impl<F: Hash + Eq + Clone> State<F> {
 
 impl<F: Hash + Eq + Clone> Totals<F> {
     fn state(&self) -> std::sync::MutexGuard<'_, State<F>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The last total counted for `filter`, with, for a page in id order (`page`: its
@@ -225,7 +246,7 @@ impl<F: Hash + Eq + Clone> Totals<F> {
                 let marks = kept.marks.iter();
                 let below = marks.filter(|m| m.before > 0 && m.before <= offset);
                 seek = below.max_by_key(|mark| mark.before).copied();
-                listable = kept.held && (1..=LISTED as i64).contains(&kept.counted.total);
+                listable = kept.listable && (1..=self.most as i64).contains(&kept.counted.total);
             }
         }
         Known {
@@ -237,22 +258,34 @@ impl<F: Hash + Eq + Clone> Totals<F> {
         }
     }
 
-    /// Keeps `ids`, every book of `filter`'s in id order, read at `at`'s version and
-    /// origin by a statement sent with `known`, as its total, unless the store forgot
-    /// its totals since or they are too many.
-    pub(crate) fn list(&self, filter: &F, known: &Known, at: Counted, ids: Vec<i64>) {
+    /// Keeps `ids`, every book of `filter`'s in id order, read at a version and origin
+    /// by a statement sent with `known`, and their number as its total, unless the store
+    /// forgot its totals since or they are too many.
+    pub(crate) fn list(
+        &self,
+        filter: &F,
+        known: &Known,
+        (version, origin): (i64, i64),
+        ids: Vec<i64>,
+    ) {
         let mut state = self.state();
-        state.see(at.version);
-        if state.forgotten != known.forgotten || ids.len() > LISTED {
+        state.see(version);
+        if state.forgotten != known.forgotten || ids.len() > self.most {
             return;
         }
-        if state.listed + ids.len() > LISTED_IN_ALL {
-            state.kept.values_mut().for_each(|kept| kept.ids = None);
+        let own = state.kept.get(filter).and_then(|kept| kept.ids.as_ref());
+        if state.listed - own.map_or(0, Vec::len) + ids.len() > LISTED_IN_ALL {
+            // Read again at their next versions only.
+            for kept in state.kept.values_mut() {
+                (kept.ids, kept.listable) = (None, false);
+            }
             state.listed = 0;
         }
+        let total = ids.len() as i64;
         let counted = Counted {
-            total: ids.len() as i64,
-            ..at
+            version,
+            origin,
+            total,
         };
         state.keep(filter, counted, Some(ids));
     }
@@ -301,16 +334,11 @@ impl<F: Hash + Eq + Clone> Totals<F> {
             }
             return Some(counted.total);
         }
-        let total = known
+        known
             .counted
             .filter(|known| current && known.version == counted.version)
             .filter(|known| known.origin == counted.origin)
-            .map(|known| known.total);
-        if let (Some(_), Some(kept)) = (total, state.kept.get_mut(filter)) {
-            let at = |counted: &Counted| (counted.version, counted.origin);
-            kept.held |= at(&kept.counted) == at(&counted);
-        }
-        total
+            .map(|known| known.total)
     }
 }
 

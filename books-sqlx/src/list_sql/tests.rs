@@ -179,3 +179,55 @@ fn each_database_gets_its_own_placeholders() {
 fn like_wildcards_are_plain_characters() {
     assert_eq!(escape_like(r"100%_a\b"), r"100\%\_a\\b");
 }
+
+/// A page of kept ids takes their list alone (`$1`), so its text is one for every filter
+/// whatever the types of their values, and can be written in for a replica; the ids of
+/// the filter are read in order, one more than are kept at most.
+#[test]
+fn a_page_of_kept_ids_is_one_statement_for_every_filter() {
+    let mut year = ListFilter::default();
+    year.years = vec![YearRange::year(2010)];
+    let mut title = ListFilter::default();
+    title.title = Some("dune".into());
+    for dialect in [Dialect::Sqlite, Dialect::Postgres, Dialect::MySql] {
+        let sql = |filter: &ListFilter| {
+            ListSql::new(
+                dialect,
+                "",
+                &ListQuery::new(0, 20).with_filter(filter.clone()),
+            )
+        };
+        let (year, title) = (sql(&year), sql(&title));
+        let listed = year.listed().unwrap();
+        assert_eq!(
+            listed.numbered.as_str(),
+            title.listed().unwrap().numbered.as_str()
+        );
+        let ids = year.ids_arg(&[3, 14]);
+        let expected = if dialect == Dialect::Postgres {
+            "{3,14}"
+        } else {
+            "[3,14]"
+        };
+        assert_eq!(ids, expected);
+        if dialect != Dialect::Sqlite {
+            let written = listed.inline(&[Arg::Text(&ids)]).unwrap();
+            assert!(!written.contains("$1"), "{written}");
+        }
+        let every = title.every_id().unwrap();
+        let every = every.numbered.as_str();
+        assert!(
+            every.ends_with(&format!("ORDER BY b.id LIMIT {}", LISTED + 1)),
+            "{every}"
+        );
+    }
+    // Sorted, a page is neither from a mark nor of kept ids.
+    let sorted = ListQuery::new(0, 20)
+        .with_filter(year)
+        .with_sort(vec![SortKey {
+            field: SortField::Year,
+            descending: false,
+        }]);
+    let sql = ListSql::new(Dialect::Postgres, "", &sorted);
+    assert!(!sql.by_id() && sql.listed().is_none() && sql.every_id().is_none());
+}

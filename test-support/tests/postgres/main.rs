@@ -248,6 +248,22 @@ mod conformance {
     }
 }
 
+/// The conformance suite again with no filter's ids kept: pages in id order start from
+/// marks.
+mod without_kept_ids {
+    use super::*;
+    async fn fresh_without_ids(cleanup: &Cleanup) -> PostgresStore {
+        fresh(cleanup).await.with_kept_ids(0)
+    }
+    books_core::store_conformance_suite! {
+        #[cfg_attr(not(books_test_postgres), ignore = "BOOKS_TEST_POSTGRES_URL is not set")]
+        setup: fresh_without_ids,
+        tiers: [versions, version_tally, conditional_writes, idempotent_creates, list_queries],
+        outside_writes: host_writes,
+        guard: cleanup,
+    }
+}
+
 mod http_contract {
     use super::*;
     async fn in_process(cleanup: &Cleanup, config: Config) -> InProcess<PostgresStore> {
