@@ -48,9 +48,13 @@ pub(crate) async fn list(
         let mut ids_read = false;
         loop {
             if known.listable && !ids_read {
-                every_id(store, &list, filter, &known).await?;
-                known = store.totals.known(filter, at);
                 ids_read = true;
+                if store.totals.claim(filter) {
+                    let read = every_id(store, &list, filter, &known).await;
+                    store.totals.release(filter);
+                    read?;
+                    known = store.totals.known(filter, at);
+                }
             }
             // The page narrowed to the kept ids (its one argument their list), or from a
             // mark; else whole.
@@ -94,9 +98,10 @@ pub(crate) async fn list(
                     }
                     return Ok(Tallied { total, ..read }.page());
                 }
-                // Kept ids of another version: read again, once.
+                // Kept ids of another version: read again, once, unless another request
+                // is reading them (then counted).
                 None if known.listed.is_some() && !ids_read => {
-                    known = store.totals.known(filter, at);
+                    known = store.totals.known(filter, None);
                     known.listable = true;
                 }
                 None if known.counted.is_some() => {

@@ -103,6 +103,8 @@ struct Kept {
     /// Whether its ids may be read: not at the version the store dropped every
     /// filter's at (past [`LISTED_IN_ALL`]).
     listable: bool,
+    /// Whether a request is reading its ids ([`Totals::claim`]).
+    reading: bool,
 }
 
 /// The last total of each filter (`F`) a store counted, shared by its clones, and the
@@ -220,6 +222,7 @@ impl<F: Hash + Eq + Clone> State<F> {
             marks,
             ids,
             listable,
+            reading: false,
         };
         self.kept.insert(filter.clone(), kept);
     }
@@ -255,6 +258,24 @@ impl<F: Hash + Eq + Clone> Totals<F> {
             listed,
             listable,
             forgotten: state.forgotten,
+        }
+    }
+
+    /// Whether the caller may read `filter`'s ids: no other request is reading them
+    /// (the others count, as before their ids were kept, instead of reading them all at
+    /// once after a write). [`release`](Self::release) after reading.
+    pub(crate) fn claim(&self, filter: &F) -> bool {
+        let mut state = self.state();
+        let Some(kept) = state.kept.get_mut(filter) else {
+            return false;
+        };
+        !std::mem::replace(&mut kept.reading, true)
+    }
+
+    /// `filter`'s ids no longer being read.
+    pub(crate) fn release(&self, filter: &F) {
+        if let Some(kept) = self.state().kept.get_mut(filter) {
+            kept.reading = false;
         }
     }
 

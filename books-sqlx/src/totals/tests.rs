@@ -212,3 +212,18 @@ fn a_filter_of_few_books_has_its_ids_kept_at_its_version() {
     assert_eq!(read(&totals, 0, 10, 4), Some(4));
     assert!(totals.known(&filter(0), page(0)).listable, "at the next");
 }
+
+#[test]
+fn one_request_at_a_time_reads_a_filters_ids() {
+    let totals = Totals::default();
+    assert!(!totals.claim(&filter(2010)), "no total kept");
+    assert_eq!(read(&totals, 2010, 7, 3), Some(3));
+    assert!(totals.claim(&filter(2010)));
+    assert!(!totals.claim(&filter(2010)), "being read");
+    totals.release(&filter(2010));
+    assert!(totals.claim(&filter(2010)));
+    // Kept, the ids' total is read anew, for the next version's.
+    let known = totals.known(&filter(2010), Some((0, 2)));
+    totals.list(&filter(2010), &known, (7, 1), vec![4, 9, 12]);
+    assert!(totals.claim(&filter(2010)));
+}
