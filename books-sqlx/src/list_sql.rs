@@ -508,9 +508,19 @@ impl ListSql {
             // Its total is the kept one if the version holds; the store checks it.
             let kept_total =
                 format!("CAST({UNCHANGED} AS {{int8}}) AS total, {version} AS version{origin}");
+            // In one row (a row each cost SQLite's driver more than the search), with how
+            // many, which a length bound on MariaDB's `GROUP_CONCAT` may not have kept.
+            let listing = match dialect {
+                Dialect::Sqlite => "COUNT(*) || ':' || COALESCE(group_concat(i.id), '')",
+                Dialect::Postgres => "COUNT(*) || ':' || COALESCE(string_agg(i.id::text, ','), '')",
+                Dialect::MySql => {
+                    "CAST(CONCAT(COUNT(*), ':', COALESCE(GROUP_CONCAT(i.id), '')) AS CHAR)"
+                }
+            };
             let every = format!(
-                "SELECT b.id, {version} AS version{origin_once} FROM {before_page}{{s}}books b\
-                 {filtered} ORDER BY b.id LIMIT {}",
+                "SELECT (SELECT {listing} FROM (SELECT b.id FROM {{s}}books b{filtered} \
+                 ORDER BY b.id LIMIT {}) i) AS ids, {version} AS version{origin_once}\
+                 {tallied_from}",
                 LISTED + 1
             );
             ById {
@@ -561,8 +571,8 @@ impl ListSql {
         Some(Statement::new(page, "", self.dialect))
     }
 
-    /// Every book's id the filter keeps, in order, [`LISTED`] + 1 at most, each row with
-    /// the version and origin.
+    /// Every book's id the filter keeps, [`LISTED`] + 1 at most, as one text (`n:id,id,…`,
+    /// [`ids_of`]), with the version and origin.
     pub(crate) fn every_id(&self) -> Option<Statement> {
         let every = Statement::new(&self.by_id.as_ref()?.every, "", self.dialect);
         Some(planned(every, self.per_run))
@@ -593,6 +603,22 @@ impl ListSql {
         }
         args
     }
+}
+
+/// The ids in [`ListSql::every_id`]'s text, in order; `None` if it does not hold as many
+/// as it says.
+pub(crate) fn ids_of(text: &str) -> Option<Vec<i64>> {
+    let (count, ids) = text.split_once(':')?;
+    let mut ids: Vec<i64> = if ids.is_empty() {
+        Vec::new()
+    } else {
+        ids.split(',')
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?
+    };
+    ids.sort_unstable();
+    (count.parse() == Ok(ids.len())).then_some(ids)
 }
 
 /// `statement`, planned anew at each run if `per_run`.

@@ -14,7 +14,7 @@ use crate::backend::Backend;
 use crate::backend::{Read, SqlStore};
 use crate::batch::{Created, NewBook};
 use crate::error::OrStoreError;
-use crate::list_sql::{Filter, ListSql};
+use crate::list_sql::{Filter, ListSql, ids_of};
 use crate::rows::{self, StoreRow};
 use crate::statement::{Arg, Statement};
 use crate::store_sql::RANGE;
@@ -139,15 +139,14 @@ async fn every_id(
     let rows = store
         .read(Read::Data, &every, &list.args(None, None))
         .await?;
-    let Some(row) = rows.first() else {
-        return Ok(());
-    };
+    let row = first(&rows)?;
     let at = (
         decoded(row.int_named("version"))?,
         decoded(row.int_named("origin"))?,
     );
-    let ids = decoded(rows.iter().map(|row| row.int(0)).collect())?;
-    store.totals.list(filter, known, at, ids);
+    if let Some(ids) = decoded(row.name(0))?.as_deref().and_then(ids_of) {
+        store.totals.list(filter, known, at, ids);
+    }
     Ok(())
 }
 

@@ -249,7 +249,8 @@ impl<F: Hash + Eq + Clone> Totals<F> {
                 let marks = kept.marks.iter();
                 let below = marks.filter(|m| m.before > 0 && m.before <= offset);
                 seek = below.max_by_key(|mark| mark.before).copied();
-                listable = kept.listable && (1..=self.most as i64).contains(&kept.counted.total);
+                let few = (0..=self.most as i64).contains(&kept.counted.total);
+                listable = kept.listable && self.most > 0 && few;
             }
         }
         Known {
@@ -291,7 +292,7 @@ impl<F: Hash + Eq + Clone> Totals<F> {
     ) {
         let mut state = self.state();
         state.see(version);
-        if state.forgotten != known.forgotten || ids.len() > self.most {
+        if state.forgotten != known.forgotten || ids.len() > self.most || self.most == 0 {
             return;
         }
         let own = state.kept.get(filter).and_then(|kept| kept.ids.as_ref());

@@ -182,7 +182,7 @@ fn like_wildcards_are_plain_characters() {
 
 /// A page of kept ids takes their list alone (`$1`), so its text is one for every filter
 /// whatever the types of their values, and can be written in for a replica; the ids of
-/// the filter are read in order, one more than are kept at most.
+/// the filter are read in one row, one more than are kept at most.
 #[test]
 fn a_page_of_kept_ids_is_one_statement_for_every_filter() {
     let mut year = ListFilter::default();
@@ -216,10 +216,8 @@ fn a_page_of_kept_ids_is_one_statement_for_every_filter() {
         }
         let every = title.every_id().unwrap();
         let every = every.numbered.as_str();
-        assert!(
-            every.ends_with(&format!("ORDER BY b.id LIMIT {}", LISTED + 1)),
-            "{every}"
-        );
+        let limited = format!("ORDER BY b.id LIMIT {}) i) AS ids", LISTED + 1);
+        assert!(every.contains(&limited), "{every}");
     }
     // Sorted, a page is neither from a mark nor of kept ids.
     let sorted = ListQuery::new(0, 20)
@@ -230,4 +228,13 @@ fn a_page_of_kept_ids_is_one_statement_for_every_filter() {
         }]);
     let sql = ListSql::new(Dialect::Postgres, "", &sorted);
     assert!(!sql.by_id() && sql.listed().is_none() && sql.every_id().is_none());
+}
+
+#[test]
+fn ids_are_read_in_order_and_only_all_of_them() {
+    assert_eq!(ids_of("3:14,3,15"), Some(vec![3, 14, 15]));
+    assert_eq!(ids_of("0:"), Some(vec![]));
+    assert_eq!(ids_of("3:14,3"), None, "cut short");
+    assert_eq!(ids_of("1:x"), None);
+    assert_eq!(ids_of(""), None);
 }
