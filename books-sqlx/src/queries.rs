@@ -49,10 +49,8 @@ pub(crate) async fn list(
         loop {
             if known.listable && !ids_read {
                 ids_read = true;
-                if store.totals.claim(filter) {
-                    let read = every_id(store, &list, filter, &known).await;
-                    store.totals.release(filter);
-                    read?;
+                if let Some(_claim) = store.totals.claim(filter) {
+                    every_id(store, &list, filter, &known).await?;
                     known = store.totals.known(filter, at);
                 }
             }

@@ -262,22 +262,20 @@ impl<F: Hash + Eq + Clone> Totals<F> {
         }
     }
 
-    /// Whether the caller may read `filter`'s ids: no other request is reading them
-    /// (the others count, as before their ids were kept, instead of reading them all at
-    /// once after a write). [`release`](Self::release) after reading.
-    pub(crate) fn claim(&self, filter: &F) -> bool {
+    /// The right to read `filter`'s ids, if no other request is reading them (the
+    /// others count, as before their ids were kept, instead of reading them all at once
+    /// after a write); given up when dropped, the read done or abandoned.
+    pub(crate) fn claim<'a>(&'a self, filter: &'a F) -> Option<Claim<'a, F>> {
         let mut state = self.state();
-        let Some(kept) = state.kept.get_mut(filter) else {
-            return false;
-        };
-        !std::mem::replace(&mut kept.reading, true)
-    }
-
-    /// `filter`'s ids no longer being read.
-    pub(crate) fn release(&self, filter: &F) {
-        if let Some(kept) = self.state().kept.get_mut(filter) {
-            kept.reading = false;
+        let kept = state.kept.get_mut(filter)?;
+        if std::mem::replace(&mut kept.reading, true) {
+            return None;
         }
+        drop(state);
+        Some(Claim {
+            totals: self,
+            filter,
+        })
     }
 
     /// Keeps `ids`, every book of `filter`'s in id order, read at a version and origin
@@ -361,6 +359,20 @@ impl<F: Hash + Eq + Clone> Totals<F> {
             .filter(|known| current && known.version == counted.version)
             .filter(|known| known.origin == counted.origin)
             .map(|known| known.total)
+    }
+}
+
+/// A request's right to read a filter's ids ([`Totals::claim`]).
+pub(crate) struct Claim<'a, F: Hash + Eq + Clone> {
+    totals: &'a Totals<F>,
+    filter: &'a F,
+}
+
+impl<F: Hash + Eq + Clone> Drop for Claim<'_, F> {
+    fn drop(&mut self) {
+        if let Some(kept) = self.totals.state().kept.get_mut(self.filter) {
+            kept.reading = false;
+        }
     }
 }
 
