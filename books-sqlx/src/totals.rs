@@ -194,6 +194,7 @@ impl<F> Totals<F> {
     }
 
     /// The most books a filter may keep for their ids to be kept.
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     pub(crate) fn most_listed(&self) -> usize {
         self.most
     }
