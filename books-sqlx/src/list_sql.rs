@@ -517,10 +517,11 @@ impl ListSql {
                     "CAST(CONCAT(COUNT(*), ':', COALESCE(GROUP_CONCAT(i.id), '')) AS CHAR)"
                 }
             };
+            // In no order (`ids_of` sorts them): ordered by id with a limit, PostgreSQL
+            // may walk the ids until the limit is met, every book for a title's 1,000.
             let every = format!(
                 "SELECT (SELECT {listing} FROM (SELECT b.id FROM {{s}}books b{filtered} \
-                 ORDER BY b.id LIMIT {}) i) AS ids, {version} AS version{origin_once}\
-                 {tallied_from}",
+                 LIMIT {}) i) AS ids, {version} AS version{origin_once}{tallied_from}",
                 LISTED + 1
             );
             ById {

@@ -209,8 +209,11 @@ impl<F: Hash + Eq + Clone> State<F> {
             self.listed = 0;
         }
         let (mut marks, mut kept_ids, mut listable) = (Vec::new(), None, true);
+        let mut reading = false;
         if let Some(kept) = self.kept.remove(filter) {
             self.listed -= kept.ids.as_ref().map_or(0, Vec::len);
+            // Still being read whatever the version: its claim gives it up.
+            reading = kept.reading;
             // Marks and ids stand while the version does.
             if (kept.counted.version, kept.counted.origin) == (counted.version, counted.origin) {
                 (marks, kept_ids, listable) = (kept.marks, kept.ids, kept.listable);
@@ -223,7 +226,7 @@ impl<F: Hash + Eq + Clone> State<F> {
             marks,
             ids,
             listable,
-            reading: false,
+            reading,
         };
         self.kept.insert(filter.clone(), kept);
     }
