@@ -25,6 +25,10 @@
 //! reach the same count with other books). And as the API drops its cache when a count
 //! goes backwards (a backup restored into the same tables), a store that reads a count
 //! lower than one it read before forgets every total.
+//!
+//! One module of some 400 lines: a total, its marks and its ids are one filter's entry,
+//! kept, replaced and forgotten together under one lock; split, each part would reach
+//! into the others' bookkeeping. Its tests are in `totals/tests.rs`.
 
 use std::collections::HashMap;
 use std::hash::Hash;
