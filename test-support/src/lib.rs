@@ -33,14 +33,27 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-/// A loopback port nothing listens on (for now).
+/// A port nothing listens on (for now), on any address, and another at each call in this
+/// process. It is below Linux's ephemeral ports (32768–60999): the kernel gives those to
+/// connections' own ends, and one did take a Galera node's port between this choice and
+/// the node's bind (the node's IST listener: "Address already in use").
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .expect("a free loopback port")
+    const FIRST: u32 = 20_000;
+    const COUNT: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    // Test processes that run at once start from ports of their own.
+    let start = std::process::id().wrapping_mul(7_919) % COUNT;
+    for _ in 0..COUNT {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = u16::try_from(FIRST + (start + n) % COUNT).expect("below 32,000");
+        if TcpListener::bind(("0.0.0.0", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port from {FIRST}")
 }
 
 /// The fixture a test needs, or a failure that names what could not start. Tests that
