@@ -7,6 +7,13 @@ creates only (50 connections, the `--versus` creates workload), interleaved with
 round, beside the hand-written axum + sqlx server (`benches/handwritten.rs`) and, with
 `--before`, an older binary. A variant's list queries are broken: it measures creates,
 nothing else.
+
+After the rounds, on PostgreSQL and MariaDB, one more run of each of "as shipped" and the
+hand-written server alone reads the database server's count of log flushes before and
+after: how many creates one flush of the log carried (PostgreSQL's `pg_stat_wal.wal_sync`;
+MariaDB's `Innodb_log_writes`, each a write the commit flushes), and on PostgreSQL how
+many commits. The database's own group commit is what the hand-written server has; the
+store's batches are what ours adds.
 """
 
 import os
@@ -15,6 +22,7 @@ import sqlite3
 import statistics
 import subprocess
 import tempfile
+import time
 
 from loadrun.harness import POST_LUA, RELEASE, ROOT, SERVER, fill_over_http, measure, prepare_store, rate, run, start, stop
 
@@ -44,6 +52,41 @@ def variants(store):
     return out
 
 
+# Per store: the database server's (log flushes, commits) so far, all databases together
+# (MariaDB: its flushes only; its commit counters count reads too).
+FLUSHES = {
+    "postgres": "SELECT wal_sync, (SELECT sum(xact_commit) FROM pg_stat_database) FROM pg_stat_wal",
+    "mysql": "SELECT VARIABLE_VALUE, NULL FROM information_schema.GLOBAL_STATUS "
+             "WHERE VARIABLE_NAME = 'INNODB_LOG_WRITES'",
+}
+
+
+def sql_row(store, sql):
+    """The one row of `sql` on the database server, as ints (or None)."""
+    if store == "postgres":
+        cmd = ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", "test", "-AtF", "\t", "-c", sql]
+    else:
+        cmd = ["mariadb", "--no-defaults", "-uroot", "-h127.0.0.1", "-N", "-e", sql]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()
+    return [None if v in ("", "NULL") else int(v) for v in out]
+
+
+def per_flush(store, proc, port, seconds, lua):
+    """Creates (and commits) per log flush over one run of creates at 50 connections."""
+    # PostgreSQL's backends hand their counts in at most once a second, and when idle.
+    time.sleep(2)
+    flushes, commits = sql_row(store, FLUSHES[store])
+    r = measure(proc, port, "/api/books", seconds, lua, 50)
+    time.sleep(2)
+    flushes_after, commits_after = sql_row(store, FLUSHES[store])
+    flushed = max(flushes_after - flushes, 1)
+    creates = r["rps"] * seconds
+    out = f"{creates / flushed:.1f} creates"
+    if commits is not None:
+        out += f", {(commits_after - commits) / flushed:.1f} commits"
+    return out + f" per flush ({flushed:,} flushes)"
+
+
 def alter(store, url, sql):
     """Runs `sql` on the database at `url` (the server's own, already migrated)."""
     if store == "sqlite":
@@ -71,6 +114,7 @@ def create_costs(args):
           f"(one runtime thread), wrk -t1 on core 1; {args.books:,} books to start with.\n")
     print("| store | server | creates/s | CPU µs/create | against as shipped | against hand-written |")
     print("|---|---|---|---|---|---|")
+    notes = []
     for store in args.stores.split(","):
         if store == "memory":
             continue
@@ -104,6 +148,12 @@ def create_costs(args):
                 hand = statistics.median(a["rps"] / b["rps"] for a, b in zip(rs, results["hand-written"]))
                 cpu = statistics.median(r["cpu_us"] for r in rs)
                 print(f"| {store} | {name} | {rate(rs)} | {cpu:.1f} | {shipped:.2f}x | {hand:.2f}x |")
+            if store in FLUSHES:
+                for name in ("as shipped", "hand-written"):
+                    flushed = per_flush(store, procs[name], ports[name], args.seconds, lua)
+                    notes.append(f"- {store}, {name}: {flushed}")
         finally:
             stop(procs.values())
+    print("\nOne more run of creates each, the log's flushes counted:\n")
+    print("\n".join(notes))
     shutil.rmtree(tmp, ignore_errors=True)
