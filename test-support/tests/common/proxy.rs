@@ -5,12 +5,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::net::{TcpListener, TcpStream};
 
-/// A loopback port nothing listens on (for now).
-pub async fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    listener.local_addr().unwrap().port()
-}
-
 /// A TCP proxy to the real server on `port` that can be cut (every connection with it)
 /// or silenced (connections stay open, nothing gets through: a dead network path).
 pub struct Proxy(tokio::task::JoinHandle<()>, Arc<AtomicBool>);

@@ -34,7 +34,7 @@ async fn get(api: &BooksApi, path: &str) -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_server_is_503_then_recovers() {
     let cleanup = cleanup();
-    let port = free_port().await;
+    let port = free_port();
     let (store, real) = migrated_behind(&cleanup, port).await;
     let api = BooksApi::new(store, Config::default());
     let started = Instant::now();
@@ -238,7 +238,7 @@ async fn a_deadlocked_write_is_sent_once_more() {
 async fn version_check_connection_recovers() {
     use books_core::store::Versions;
     let cleanup = cleanup();
-    let port = free_port().await;
+    let port = free_port();
     let (store, real) = migrated_behind(&cleanup, port).await;
     let proxy = Proxy::start(port, real).await;
     let version = store.version().await.unwrap();

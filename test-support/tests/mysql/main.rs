@@ -323,4 +323,5 @@ mod migrations;
 mod proxy;
 mod replicas;
 mod schema;
-use proxy::{Proxy, free_port};
+use books_test_support::free_port;
+use proxy::Proxy;

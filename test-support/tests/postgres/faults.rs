@@ -25,7 +25,7 @@ async fn migrated_behind(cleanup: &Cleanup, port: u16) -> (PostgresStore, String
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_server_is_503_then_recovers() {
     let cleanup = cleanup();
-    let port = free_port().await;
+    let port = free_port();
     let (store, real) = migrated_behind(&cleanup, port).await;
     let api = BooksApi::new(store, Config::default());
 
@@ -62,7 +62,7 @@ async fn unreachable_server_is_503_then_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn version_check_connection_recovers() {
     let cleanup = cleanup();
-    let port = free_port().await;
+    let port = free_port();
     let (store, real) = migrated_behind(&cleanup, port).await;
     let proxy = Proxy::start(port, real.clone()).await;
     let version = store.version().await.unwrap();

@@ -316,5 +316,6 @@ mod pooler;
 #[path = "../common/proxy.rs"]
 mod proxy;
 mod replicas;
-use proxy::{Proxy, free_port};
+use books_test_support::free_port;
+use proxy::Proxy;
 mod push_mode;

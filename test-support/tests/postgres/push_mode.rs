@@ -63,7 +63,7 @@ async fn push_mode_follows_every_writer() {
     let (direct, theirs, schema, host) = two_stores_and_a_host(&cleanup).await;
     let options = PostgresStore::options(&url()).unwrap();
     let real = format!("{}:{}", options.get_host(), options.get_port());
-    let port = free_port().await;
+    let port = free_port();
     let proxy = Proxy::start(port, real.clone()).await;
     let ours = PostgresStore::connect_lazy_with(options.host("127.0.0.1").port(port))
         .in_schema(&schema)
