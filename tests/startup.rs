@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use books_test_support::{Answer, FakeServer, Protocol, free_port};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::process::{Child, Command};
 
 mod common;
@@ -25,18 +25,6 @@ fn server(url: &str, args: &[&str]) -> Command {
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     command
-}
-
-/// A loopback port held bound but never listening, with the socket that holds it: a
-/// connection to it is refused, and no other socket (a fake server's) is given the port
-/// while the test keeps the socket.
-fn refusing_port() -> (u16, TcpSocket) {
-    let socket = TcpSocket::new_v4().expect("a socket");
-    socket
-        .bind(([127, 0, 0, 1], 0).into())
-        .expect("a loopback port");
-    let port = socket.local_addr().expect("its address").port();
-    (port, socket)
 }
 
 /// Runs `command` to its exit within `within`: the exit code and stderr.
@@ -68,7 +56,7 @@ async fn starts_and_creates(command: &mut Command) -> Child {
 #[tokio::test]
 async fn a_server_with_no_primary_exits_naming_each_host() {
     let standby = FakeServer::start(Protocol::Postgres, Answer::Standby);
-    let (down, _held) = refusing_port();
+    let down = free_port();
     let url = format!(
         "postgres://books@127.0.0.1:{down},{}/books",
         standby.address()
@@ -157,10 +145,7 @@ async fn a_server_waits_for_its_primary_within_the_bound() {
 /// the database that takes writes; and a server whose only host comes up while it waits
 /// starts then.
 async fn starts_on_the_host_that_takes_writes(scheme: &str, real: &str, protocol: Protocol) {
-    let ((down, _held), standby) = (
-        refusing_port(),
-        FakeServer::start(protocol, Answer::Standby),
-    );
+    let (down, standby) = (free_port(), FakeServer::start(protocol, Answer::Standby));
     let (userinfo, rest) = real.split_once('@').expect("scheme://user@host:port/db");
     let (host, database) = rest.split_once('/').expect("a database");
     let url = format!(
