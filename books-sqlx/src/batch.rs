@@ -12,7 +12,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use books_core::store::{BookInput, BookRecord, IdempotencyKey, KeyedCreate, StoreError};
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use tokio::sync::oneshot;
 
 use crate::error;
@@ -27,6 +27,18 @@ pub struct NewBook {
     pub(crate) book: BookInput,
     pub(crate) now: DateTime<Utc>,
     pub(crate) key: Option<IdempotencyKey>,
+}
+
+impl NewBook {
+    /// A create of `book` at `now` to the microsecond: what every database keeps, so
+    /// each written row is told apart by it from books created within a microsecond.
+    pub(crate) fn new(book: &BookInput, now: DateTime<Utc>, key: Option<IdempotencyKey>) -> Self {
+        Self {
+            book: book.clone(),
+            now: now.trunc_subsecs(6),
+            key,
+        }
+    }
 }
 
 /// One book's result ([`KeyedCreate::Taken`] only for a keyed create).
@@ -194,10 +206,10 @@ pub(crate) fn as_json(books: &[NewBook], at: impl Fn(&DateTime<Utc>) -> String) 
 }
 
 /// Which written row is whose: each row goes to a book with the same title, author, year
-/// and timestamp (to the microsecond; books alike in all four are alike to their callers
-/// too), and a book no row went to was not written (its author is missing). `None` when
-/// a row matches no book: something (a host's trigger) changed what was written, and who
-/// wrote which row cannot be told.
+/// and timestamp (to the microsecond, [`NewBook::new`]; books alike in all four are alike
+/// to their callers too), and a book no row went to was not written (its author is
+/// missing). `None` when a row matches no book: something (a host's trigger) changed what
+/// was written, and who wrote which row cannot be told.
 pub(crate) fn attribute(books: &[NewBook], rows: Vec<BookRecord>) -> Option<Vec<Created>> {
     let mut created: Vec<Created> = books
         .iter()
@@ -209,8 +221,7 @@ pub(crate) fn attribute(books: &[NewBook], rows: Vec<BookRecord>) -> Option<Vec<
                 && row.title == new.book.title
                 && row.author_id == Some(new.book.author_id)
                 && row.year == new.book.year
-                // The database keeps microseconds.
-                && (row.created_at - new.now).abs() < TimeDelta::microseconds(1)
+                && row.created_at == new.now
         })?;
         created[whose] = Ok(KeyedCreate::Created(row));
     }

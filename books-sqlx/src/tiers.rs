@@ -35,11 +35,7 @@ impl<DB: Backend> BookStore for SqlStore<DB> {
     /// Creates that arrive while another is written go together (group commit:
     /// docs/decisions.md, "Creates commit together").
     async fn create(&self, book: &BookInput, now: DateTime<Utc>) -> Result<BookRecord, StoreError> {
-        let book = NewBook {
-            book: book.clone(),
-            now,
-            key: None,
-        };
+        let book = NewBook::new(book, now, None);
         queries::book_of(self.creates.create(self, book).await)
     }
 
@@ -196,11 +192,7 @@ impl<DB: Backend> IdempotentCreates for SqlStore<DB> {
         now: DateTime<Utc>,
         key: &IdempotencyKey,
     ) -> Result<KeyedCreate, StoreError> {
-        let book = NewBook {
-            book: book.clone(),
-            now,
-            key: Some(key.clone()),
-        };
+        let book = NewBook::new(book, now, Some(key.clone()));
         self.creates.create(self, book).await
     }
 

@@ -1,7 +1,7 @@
 //! The data tier under load: creates at once, sent together, and pages at every depth
 //! while books are deleted between them.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 
 use super::*;
 use crate::store::{BookRecord, StoreError};
@@ -43,7 +43,7 @@ pub async fn concurrent_creates_get_distinct_ids(store: Fixture<impl TestStore>)
 
 /// 30 creates sent at once (a store may write them together): each gets its own book with
 /// its own fields and timestamp, a missing author fails only its own create, and every id
-/// is new.
+/// is new; then 30 alike but for their times, less than a microsecond apart.
 pub async fn creates_sent_together_each_get_their_own_book(store: Fixture<impl TestStore>) {
     let named = author(&store, "Named").await;
     let before = create(&store, "before", named).await;
@@ -87,6 +87,24 @@ pub async fn creates_sent_together_each_get_their_own_book(store: Fixture<impl T
     ids.dedup();
     assert_eq!(ids.len(), 26, "distinct ids");
     assert_eq!(store.list(&query(0, 100)).await.unwrap().total, 27);
+    // Alike but for times 300 ns apart (as `Utc::now()` gives them to callers at once):
+    // each create succeeds, its time kept to the microsecond at least.
+    let book = input("alike", named, 2000);
+    let times: Vec<_> = (1..=30)
+        .map(|n| at(1) + TimeDelta::nanoseconds(300 * n))
+        .collect();
+    let sent = times.iter().map(|now| store.create(&book, *now));
+    for (now, result) in times.iter().zip(futures_util::future::join_all(sent).await) {
+        let record = result.expect("an alike create");
+        assert!(
+            (record.created_at - *now).abs() < TimeDelta::microseconds(1),
+            "{now}"
+        );
+        ids.push(record.id);
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 56, "distinct ids");
 }
 
 /// Pages at every kind of offset (inside the first 1,024 ids, at and across range
