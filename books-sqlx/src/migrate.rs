@@ -21,6 +21,7 @@ pub(crate) const POSTGRES: &[(&str, &str)] = embedded!("postgres":
     "0002_free_slots.sql",
     "0003_title_lower.sql",
     "0004_batch_ranges.sql",
+    "0005_fold_unlocked.sql",
 );
 
 #[cfg(feature = "sqlite")]

@@ -193,3 +193,158 @@ async fn concurrent_creates_spread_then_fold() {
         1
     );
 }
+
+/// Two stores over one database (two processes during a rollout, say) writing batches at
+/// once: batches of both enter each new range together, and each folds the range it
+/// closed. Every create succeeds at its first try (PostgreSQL counts no deadlock in the
+/// database) and the totals stay exact.
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_writers_enter_ranges_together_without_a_deadlock() {
+    let cleanup = cleanup();
+    let database = fresh_database(&cleanup).await;
+    let host = PgPool::connect(&url()).await.unwrap();
+    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {database}")))
+        .execute(&host)
+        .await
+        .unwrap();
+    let options = PostgresStore::options(&url()).unwrap().database(&database);
+    let ours = PostgresStore::connect_lazy_with(options.clone());
+    ours.migrate().await.unwrap();
+    let theirs = PostgresStore::connect_lazy_with(options.clone());
+    let author = books_core::store::AuthorStore::add_author(&ours, Some("A"))
+        .await
+        .unwrap();
+    let book = books_core::store::BookInput {
+        title: "Two writers".to_owned(),
+        author_id: author,
+        year: 2020,
+    };
+    // 250 waves of 40 creates from each store: ids pass 19 range boundaries.
+    let mut failed = vec![];
+    for _ in 0..250 {
+        let sent = (0..40)
+            .flat_map(|_| [&ours, &theirs].map(|store| store.create(&book, chrono::Utc::now())));
+        let created = futures_util::future::join_all(sent).await;
+        failed.extend(created.into_iter().filter_map(Result::err));
+    }
+    assert!(
+        failed.is_empty(),
+        "{} failed: {:?}",
+        failed.len(),
+        failed[0]
+    );
+    let total = theirs
+        .list(&books_core::store::ListQuery::new(0, 1))
+        .await
+        .unwrap()
+        .total;
+    assert_eq!(total, 20_000);
+    let sum: i64 = sqlx::query_scalar("SELECT SUM(n)::BIGINT FROM book_ranges")
+        .fetch_one(&mut PgConnection::connect_with(&options).await.unwrap())
+        .await
+        .unwrap();
+    assert_eq!(sum, 20_000, "the ranges count every book");
+    // A backend hands its counts in as it ends, before it leaves `pg_stat_activity`.
+    ours.close().await;
+    theirs.close().await;
+    let gone = Instant::now() + Duration::from_secs(10);
+    let connected = "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = $1";
+    while sqlx::query_scalar::<_, i64>(connected)
+        .bind(&database)
+        .fetch_one(&host)
+        .await
+        .unwrap()
+        > 0
+    {
+        assert!(Instant::now() < gone, "the stores' connections did not end");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let deadlocks: i64 =
+        sqlx::query_scalar("SELECT deadlocks FROM pg_stat_database WHERE datname = $1")
+            .bind(&database)
+            .fetch_one(&host)
+            .await
+            .unwrap();
+    assert_eq!(deadlocks, 0, "writers waited out a deadlock");
+}
+
+/// A host's transaction holds a slot of a range (its first insert) when a batch of ours
+/// enters the next range, and then enters it too: each fold leaves out the slots the
+/// other holds, so neither waits for the other's (a deadlock, which PostgreSQL settled
+/// by failing one). Both commit; the sums count every book.
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_folds_a_range_past_a_hosts_open_slot() {
+    let cleanup = cleanup();
+    let (ours, _, schema, host) = two_stores_and_a_host(&cleanup).await;
+    let author = books_core::store::AuthorStore::add_author(&ours, Some("A"))
+        .await
+        .unwrap();
+    let s = format!("{schema}.");
+    // Ids from 1021 on, and every slot of range 0 a row already, as after many writers:
+    // a write locks its slot's row.
+    let setup = format!(
+        "SELECT setval(pg_get_serial_sequence('{s}books', 'id'), 1020); \
+         INSERT INTO {s}book_ranges (bucket, slot, n) SELECT 0, slot, 0 \
+         FROM generate_series(0, 15) slot"
+    );
+    sqlx::raw_sql(AssertSqlSafe(setup))
+        .execute(&host)
+        .await
+        .unwrap();
+    let insert = format!(
+        "INSERT INTO {s}books (title, author_id, year, created_at, updated_at) \
+         VALUES ('Host', {author}, 2020, now(), now())"
+    );
+    let mut tx = host.begin().await.unwrap();
+    sqlx::query(AssertSqlSafe(insert.clone())) // id 1021: a slot of range 0
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let book = books_core::store::BookInput {
+        title: "Ours".to_owned(),
+        author_id: author,
+        year: 2020,
+    };
+    let store = ours.clone();
+    let created = tokio::spawn(async move {
+        let sent = (0..10).map(|_| store.create(&book, chrono::DateTime::UNIX_EPOCH));
+        futures_util::future::join_all(sent).await // ids 1022 to 1031: range 1 entered
+    });
+    // Until our batch is written, or waits on a lock (as it did on the host's slot).
+    let waiting = "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+                   AND query LIKE '%INSERT INTO books%'";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !created.is_finished() {
+        let waits: i64 = sqlx::query_scalar(waiting).fetch_one(&host).await.unwrap();
+        if waits > 0 || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Id 1032: the host enters range 1 too and folds range 0.
+    let entered = sqlx::query(AssertSqlSafe(insert)).execute(&mut *tx).await;
+    let committed = match entered {
+        Ok(_) => tx.commit().await,
+        Err(error) => Err(error),
+    };
+    let created = created.await.unwrap();
+    assert!(committed.is_ok(), "the host's transaction: {committed:?}");
+    for created in created {
+        assert!(created.is_ok(), "{created:?}");
+    }
+    let sum: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT SUM(n)::BIGINT FROM {s}book_ranges"
+    )))
+    .fetch_one(&host)
+    .await
+    .unwrap();
+    assert_eq!(sum, 12, "the ranges count every book");
+}
