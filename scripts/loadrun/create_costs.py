@@ -24,7 +24,7 @@ import subprocess
 import tempfile
 import time
 
-from loadrun.harness import POST_LUA, RELEASE, ROOT, SERVER, fill_over_http, measure, prepare_store, rate, run, start, stop
+from loadrun.harness import POST_LUA, RELEASE, ROOT, SERVER, TICK, cpu_seconds, fill_over_http, measure, prepare_store, rate, run, start, stop
 
 # Per store: each variant's name and the SQL that makes it from the migrated schema.
 TRIGRAMS = {
@@ -71,20 +71,50 @@ def sql_row(store, sql):
     return [None if v in ("", "NULL") else int(v) for v in out]
 
 
+# Per store: the names of the database server's processes.
+DATABASE = {"postgres": "postgres", "mysql": "mariadbd"}
+
+
+def busy_seconds():
+    """CPU seconds the machine spent busy so far (all cores; not idle, not waiting)."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / TICK
+
+
+def database_seconds(store):
+    """CPU seconds so far of the database server's processes (those alive now)."""
+    total = 0.0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == DATABASE[store]:
+                    total += cpu_seconds(int(pid))
+        except OSError:
+            pass
+    return total
+
+
 def per_flush(store, proc, port, seconds, lua):
-    """Creates (and commits) per log flush over one run of creates at 50 connections."""
+    """Creates (and commits) per log flush over one run of creates at 50 connections, and
+    where the CPU went: the machine's busy share of its cores, and the database server's
+    CPU per create beside the server's."""
     # PostgreSQL's backends hand their counts in at most once a second, and when idle.
     time.sleep(2)
     flushes, commits = sql_row(store, FLUSHES[store])
+    busy, database, started = busy_seconds(), database_seconds(store), time.monotonic()
     r = measure(proc, port, "/api/books", seconds, lua, 50)
+    busy = (busy_seconds() - busy) / (time.monotonic() - started) / os.cpu_count()
+    creates = r["rps"] * seconds
+    database = (database_seconds(store) - database) / creates * 1e6
     time.sleep(2)
     flushes_after, commits_after = sql_row(store, FLUSHES[store])
     flushed = max(flushes_after - flushes, 1)
-    creates = r["rps"] * seconds
-    out = f"{creates / flushed:.1f} creates"
+    out = f"{r['rps']:,.0f} creates/s, {creates / flushed:.1f} creates"
     if commits is not None:
         out += f", {(commits_after - commits) / flushed:.1f} commits"
-    return out + f" per flush ({flushed:,} flushes)"
+    out += f" per flush ({flushed:,} flushes); machine {busy:.0%} busy"
+    return out + f", CPU µs per create: database {database:.1f}, server {r['cpu_us']:.1f}"
 
 
 def alter(store, url, sql):
