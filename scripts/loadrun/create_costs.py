@@ -2,7 +2,8 @@
 once per variant of its schema, each on a database of its own: as shipped, then with
 what the list's filters and sorts added (issue 35) dropped after the migrations ran —
 the title trigram index, then the year, year-descending and title-sort indexes, then
-both — and on MariaDB also without the counters' insert trigger. Every variant takes
+both — then without the author's foreign key, and without the counters' insert trigger
+(PostgreSQL alone; on MariaDB together with the indexes). Every variant takes
 creates only (50 connections, the `--versus` creates workload), interleaved within each
 round, beside the hand-written axum + sqlx server (`benches/handwritten.rs`) and, with
 `--before`, an older binary. A variant's list queries are broken: it measures creates,
@@ -37,6 +38,11 @@ SORT_INDEXES = {
     "mysql": "ALTER TABLE books DROP INDEX books_year, DROP INDEX books_year_desc, DROP INDEX books_title",
 }
 
+AUTHOR_KEY = {
+    "postgres": "ALTER TABLE books DROP CONSTRAINT books_author_id_fkey",
+    "mysql": "ALTER TABLE books DROP FOREIGN KEY books_author",
+}
+
 
 def variants(store):
     """The schema variants measured on `store`, as (name, SQL or None)."""
@@ -46,6 +52,10 @@ def variants(store):
     out.append(("without the year and title indexes", SORT_INDEXES[store]))
     if store in TRIGRAMS:
         out.append(("without both", f"{TRIGRAMS[store]}; {SORT_INDEXES[store]}"))
+    if store in AUTHOR_KEY:
+        out.append(("without the author key", AUTHOR_KEY[store]))
+    if store == "postgres":
+        out.append(("without the counters' trigger", "DROP TRIGGER books_insert ON books"))
     if store == "mysql":
         out.append(("without the indexes and the counters' trigger",
                     f"{SORT_INDEXES[store]}; DROP TRIGGER books_insert"))
