@@ -3,6 +3,14 @@
 //! on PostgreSQL one trigger run, on SQLite one write of the title trigrams) instead of
 //! one each. A lone create is written at once, as before.
 //!
+//! After a write of [`CROWD`] books or more, the next one waits for as many creates as
+//! were just answered, at most as long as that write took and [`MOST_WAIT`] (a write
+//! that hung on a failing database must not hold the next one): a write costs nearly the
+//! same for 25 books as for 50, so callers that send their next create as soon as one is
+//! answered share a write instead of taking turns in two. A wait that gathers fewer than
+//! half of them makes the next writes go without one (more of them each time it happens
+//! again), so creates among other requests are not held back.
+//!
 //! Nothing is acknowledged before its own write commits, every book gets its own result
 //! (a missing author fails that book only), and a create whose caller went away before
 //! its write was sent is not written. The writes run on a task of their own, so a caller
@@ -10,15 +18,24 @@
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use books_core::store::{BookInput, BookRecord, IdempotencyKey, KeyedCreate, StoreError};
 use chrono::{DateTime, SubsecRound, Utc};
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
+use tokio::time::Instant;
 
 use crate::error;
 
 /// The most books one write takes; the rest wait for the next.
 pub(crate) const MAX_BATCH: usize = 128;
+
+/// The fewest books a write takes for the next to wait for their callers: fewer are
+/// creates among other requests, whose callers are not likely to create again at once.
+const CROWD: usize = 8;
+
+/// The longest a write waits for the callers of the one before it.
+const MOST_WAIT: Duration = Duration::from_millis(5);
 
 /// One create: the book, its timestamp, and its idempotency key if it has one (its
 /// record is written in the same transaction as the book).
@@ -63,6 +80,8 @@ pub(crate) trait CreateWriter: Clone + Send + Sync + 'static {
 #[derive(Debug, Default)]
 pub(crate) struct Creates {
     queue: Mutex<Queue>,
+    /// Told of each create queued while a task is writing.
+    queued: Notify,
 }
 
 #[derive(Debug, Default)]
@@ -97,6 +116,8 @@ impl Creates {
         };
         if start {
             tokio::spawn(self.clone().write(store.clone()));
+        } else {
+            self.queued.notify_one();
         }
         // Each write is bounded, but a create queued behind another waited for both.
         match tokio::time::timeout(crate::PRIMARY_TIMEOUT, created).await {
@@ -115,7 +136,15 @@ impl Creates {
             creates: &self,
             finished: false,
         };
+        let mut patience = Patience::default();
+        let mut last: Option<(usize, Duration)> = None;
         loop {
+            if let Some((answered, took)) = last.filter(|&(answered, _)| answered >= CROWD)
+                && patience.waits()
+            {
+                let back = self.gather(answered, took).await;
+                patience.record(back * 2 >= answered);
+            }
             let batch: Vec<Waiting> = {
                 let mut queue = self.lock();
                 queue.waiting.retain(|waiting| !waiting.reply.is_closed());
@@ -130,7 +159,10 @@ impl Creates {
                 .into_iter()
                 .map(|waiting| (waiting.book, waiting.reply))
                 .unzip();
-            for (reply, created) in replies.into_iter().zip(write(&store, &books).await) {
+            let started = Instant::now();
+            let written = write(&store, &books).await;
+            last = Some((books.len(), started.elapsed()));
+            for (reply, created) in replies.into_iter().zip(written) {
                 // The caller may have gone away since; its book is written all the same.
                 let _ = reply.send(created);
             }
@@ -138,10 +170,53 @@ impl Creates {
         stopped.finished = true;
     }
 
+    /// Waits, at most `took` and [`MOST_WAIT`], until `answered` more creates than now
+    /// are queued (or a whole batch); returns how many more came.
+    async fn gather(&self, answered: usize, took: Duration) -> usize {
+        let before = self.lock().waiting.len();
+        let enough = (before + answered).min(MAX_BATCH);
+        let deadline = Instant::now() + took.min(MOST_WAIT);
+        loop {
+            let queued = self.queued.notified();
+            let now = self.lock().waiting.len();
+            if now >= enough || tokio::time::timeout_at(deadline, queued).await.is_err() {
+                return self.lock().waiting.len().saturating_sub(before);
+            }
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Queue> {
         self.queue
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// Whether a write waits for the callers just answered: not for the next `skip` writes
+/// after a wait that gathered too few, a span that doubles (to 64) each time it happens
+/// again and ends with the next wait that pays.
+#[derive(Debug, Default)]
+struct Patience {
+    skip: u32,
+    span: u32,
+}
+
+impl Patience {
+    fn waits(&mut self) -> bool {
+        if self.skip == 0 {
+            return true;
+        }
+        self.skip -= 1;
+        false
+    }
+
+    fn record(&mut self, paid: bool) {
+        if paid {
+            self.span = 0;
+        } else {
+            self.span = (self.span * 2).clamp(1, 64);
+            self.skip = self.span;
+        }
     }
 }
 
@@ -280,5 +355,94 @@ mod tests {
         assert!(attribute(&books, vec![row(1, &books[0]), changed]).is_none());
         let twice = vec![row(1, &books[0]), row(2, &books[0])];
         assert!(attribute(&books, twice).is_none(), "one book, two rows");
+    }
+
+    /// A store whose every write takes [`WRITE`], and which keeps each write's size.
+    #[derive(Clone, Default)]
+    struct Slow {
+        sizes: Arc<Mutex<Vec<usize>>>,
+    }
+
+    const WRITE: Duration = Duration::from_millis(20);
+
+    impl Slow {
+        async fn wrote(&self, books: &[NewBook]) -> Vec<Created> {
+            self.sizes.lock().unwrap().push(books.len());
+            tokio::time::sleep(WRITE).await;
+            let rows = books.iter().map(|book| row(1, book)).collect();
+            attribute(books, rows).expect("the rows are the books")
+        }
+
+        fn sizes(&self) -> Vec<usize> {
+            self.sizes.lock().unwrap().clone()
+        }
+    }
+
+    impl CreateWriter for Slow {
+        async fn create_one(&self, book: &NewBook) -> Created {
+            let mut created = self.wrote(std::slice::from_ref(book)).await;
+            created.remove(0)
+        }
+
+        async fn create_all(&self, books: &[NewBook]) -> Result<Option<Vec<Created>>, sqlx::Error> {
+            Ok(Some(self.wrote(books).await))
+        }
+    }
+
+    /// `callers` callers, each creating `each` books and pausing 1 to 4 ms (by its
+    /// number) between an answer and its next create: the time a client takes to send it.
+    async fn callers(creates: &Arc<Creates>, store: &Slow, callers: u64, each: usize) {
+        let callers: Vec<_> = (0..callers)
+            .map(|caller| {
+                let (creates, store) = (creates.clone(), store.clone());
+                tokio::spawn(async move {
+                    for create in 0..each {
+                        if create > 0 {
+                            tokio::time::sleep(Duration::from_millis(caller / 2 + 1)).await;
+                        }
+                        let created = creates.create(&store, new("a", 1)).await;
+                        assert!(created.is_ok(), "{created:?}");
+                    }
+                })
+            })
+            .collect();
+        for caller in callers {
+            caller.await.expect("a caller finished");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn callers_answered_together_share_their_next_write() {
+        let (creates, store) = (Arc::new(Creates::default()), Slow::default());
+        callers(&creates, &store, 8, 4).await;
+        // Without the wait: [8, 1, 7, 1, 7, ...], the first back written alone.
+        assert_eq!(store.sizes(), [8, 8, 8, 8]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_nobody_fills_ends_within_five_milliseconds() {
+        let (creates, store) = (Arc::new(Creates::default()), Slow::default());
+        callers(&creates, &store, 8, 1).await;
+        // The writer now waits for the eight; one comes.
+        let asked = Instant::now();
+        assert!(creates.create(&store, new("b", 1)).await.is_ok());
+        assert_eq!(store.sizes(), [8, 1]);
+        // The wait (the shorter of the last write's 20 ms and 5 ms), then its own write.
+        assert_eq!(asked.elapsed(), MOST_WAIT + WRITE);
+    }
+
+    #[test]
+    fn waits_that_do_not_pay_are_skipped_for_longer_each_time() {
+        let mut patience = Patience::default();
+        let mut pattern = String::new();
+        for paid in [false, false, false, true] {
+            while !patience.waits() {
+                pattern.push('-');
+            }
+            pattern.push(if paid { 'W' } else { 'w' });
+            patience.record(paid);
+        }
+        assert!(patience.waits(), "a wait that paid ends the skipping");
+        assert_eq!(pattern, "w-w--w----W");
     }
 }
