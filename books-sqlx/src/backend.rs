@@ -160,7 +160,8 @@ pub trait Engine: Driver {
 
     /// Runs `work` (a whole transaction, safe to send again) within the database's bounds,
     /// sending it again where the database rolled it back whole and says to retry
-    /// (MariaDB's deadlocks and certification conflicts). By default, once as it is.
+    /// (deadlocks, serialization failures, Galera's certification conflicts). By default,
+    /// once as it is.
     fn retried<T, F, Fut>(
         _store: &SqlStore<Self>,
         work: F,

@@ -1,6 +1,6 @@
 //! Sending again a transaction the database rolled back whole to settle a conflict with
-//! another ([`retry_conflicts`]): what the MariaDB store does with its writes, for a
-//! host's own store on any of the databases.
+//! another ([`retry_conflicts`]): what the MariaDB and PostgreSQL stores do with their
+//! writes, for a host's own store on any of the databases.
 
 use std::hash::{BuildHasher, RandomState};
 use std::time::Duration;

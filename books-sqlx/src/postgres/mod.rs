@@ -27,7 +27,7 @@ use crate::lineage::Lineage;
 use crate::servers::{Networked, Role, Servers, base_pool_options};
 use crate::statement::{Arg, Dialect, Statement};
 use crate::store::checked_name;
-use crate::{ACQUIRE_TIMEOUT, Error, migrate};
+use crate::{ACQUIRE_TIMEOUT, Error, migrate, retry_conflicts};
 
 /// A PostgreSQL store (feature `postgres`). Cloning is cheap (the pools are shared).
 ///
@@ -98,7 +98,7 @@ impl Engine for Postgres {
         args: &[Arg<'_>],
     ) -> Result<Vec<sqlx::postgres::PgRow>, sqlx::Error> {
         let (session, servers) = (store.extra.session, &store.servers);
-        let written = session.run(&servers.pool, statement, args, false);
+        let written = retry_conflicts(|| session.run(&servers.pool, statement, args, false));
         servers.primary(written).await
     }
 
@@ -116,10 +116,8 @@ impl Engine for Postgres {
         F: Fn() -> Fut + Send + Sync,
         Fut: Future<Output = Result<T, sqlx::Error>> + Send,
     {
-        store
-            .servers
-            .primary(store.extra.session.bounded(work()))
-            .await
+        let work = retry_conflicts(|| store.extra.session.bounded(work()));
+        store.servers.primary(work).await
     }
 
     /// One statement from arrays of the books' fields (`unnest`): the insert trigger runs

@@ -186,3 +186,89 @@ async fn a_database_closing_its_doors_is_503() {
     .await
     .unwrap();
 }
+
+/// Under a host's `serializable` connections, a write that PostgreSQL rolls back because
+/// a host's transaction changed the same book first (SQLSTATE 40001) is sent once more
+/// and goes through once the host commits: a plain update and a conditional one alike.
+#[cfg_attr(
+    not(books_test_postgres),
+    ignore = "BOOKS_TEST_POSTGRES_URL is not set"
+)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_that_lost_a_serialization_conflict_is_sent_once_more() {
+    use books_core::store::{AuthorStore, BookInput, Conditional, ConditionalWrites};
+    use chrono::Utc;
+    let cleanup = cleanup();
+    let options = fresh_options(&cleanup).await;
+    let plain = PostgresStore::connect_lazy_with(options.clone());
+    plain.migrate().await.unwrap();
+    let store = PostgresStore::connect_lazy_with(
+        options
+            .clone()
+            .options([("default_transaction_isolation", "serializable")]),
+    );
+    let author = store.add_author(Some("A")).await.unwrap();
+    let book = BookInput {
+        title: "Contested".into(),
+        author_id: author,
+        year: 2020,
+    };
+    let id = store.create(&book, Utc::now()).await.unwrap().id;
+    let host = PgPool::connect_with(options).await.unwrap();
+    for (round, conditional) in [(1, false), (2, true)] {
+        // The host changes the book first and holds its row…
+        let mut host_tx = host.begin().await.unwrap();
+        sqlx::query("UPDATE books SET year = year + 1 WHERE id = $1")
+            .bind(id)
+            .execute(&mut *host_tx)
+            .await
+            .unwrap();
+        let host_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut *host_tx)
+            .await
+            .unwrap();
+        // …the store's write waits for the row…
+        let changed = BookInput {
+            title: format!("Written {round}"),
+            ..book.clone()
+        };
+        let writer = tokio::spawn({
+            let store = store.clone();
+            async move {
+                let now = Utc::now();
+                if conditional {
+                    match store.update_if(id, &changed, now, &|_| true).await? {
+                        Conditional::Done(written) => Ok(written),
+                        other => panic!("{other:?}"),
+                    }
+                } else {
+                    store.update(id, &changed, now).await
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let waiting: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))",
+            )
+            .bind(host_pid)
+            .fetch_one(&host)
+            .await
+            .unwrap();
+            if waiting > 0 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the store's write never waited");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // …and the host commits: the store's snapshot is too old for the row now.
+        host_tx.commit().await.unwrap();
+        let written = writer.await.unwrap().expect("sent once more");
+        let written = written.expect("the book is there");
+        assert_eq!(
+            (written.title, written.year),
+            (format!("Written {round}"), 2020),
+            "the store's write, over the host's"
+        );
+    }
+}
