@@ -132,6 +132,9 @@ pub struct VersionCheck<DB: Driver> {
     /// The history told, across lossless promotions (PostgreSQL).
     lineage: Arc<Lineage>,
     connection: Mutex<CheckConnection<DB>>,
+    /// SQLite's WAL index, which tells when nothing was committed since the last check.
+    #[cfg(all(target_os = "linux", feature = "sqlite"))]
+    wal_index: Option<crate::sqlite::WalIndex>,
 }
 
 /// The check's own connection (and the generation it was opened at), and what the last
@@ -181,7 +184,29 @@ impl<DB: Driver> VersionCheck<DB> {
                 conn: None,
                 last: None,
             }),
+            #[cfg(all(target_os = "linux", feature = "sqlite"))]
+            wal_index: None,
         }
+    }
+
+    /// This check knowing the version while `index` stands still (a SQLite file the
+    /// store opened, checked on a connection of its own).
+    #[cfg(all(target_os = "linux", feature = "sqlite"))]
+    pub(crate) fn with_wal_index(self, index: crate::sqlite::WalIndex) -> Self {
+        Self {
+            wal_index: Some(index),
+            ..self
+        }
+    }
+
+    /// The version the last check read, while the database tells that nothing was
+    /// committed since (SQLite's WAL index); else `None`.
+    pub(crate) fn known(&self) -> Option<Version> {
+        #[cfg(all(target_os = "linux", feature = "sqlite"))]
+        if let Some(index) = &self.wal_index {
+            return index.known();
+        }
+        None
     }
 
     /// The version and the tally counting the books above `above` (`None`: above what the
@@ -208,6 +233,11 @@ impl<DB: Driver> VersionCheck<DB> {
         };
         let statement = self.statement.clone();
         let reads = self.lineage.reads();
+        #[cfg(all(target_os = "linux", feature = "sqlite"))]
+        let seen = self
+            .wal_index
+            .as_ref()
+            .and_then(|index| index.before_check());
         let rows = self
             .on_connection(
                 &mut slot,
@@ -232,6 +262,10 @@ impl<DB: Driver> VersionCheck<DB> {
             let at = at.transpose().or_store_error()?;
             let (history, count) = (checked.version.history, checked.version.count);
             checked.version.history = self.lineage.tell(history, at, count, reads);
+        }
+        #[cfg(all(target_os = "linux", feature = "sqlite"))]
+        if let (Some(index), Some(seen)) = (&self.wal_index, seen) {
+            index.after_check(seen, checked.version);
         }
         slot.last = Some(checked);
         Ok(checked)
@@ -275,13 +309,13 @@ impl<DB: Driver> VersionCheck<DB> {
             return query(&mut conn).await.or_store_error();
         }
         if pool.is_closed() {
-            slot.conn = None;
+            self.drop_connection(slot);
             return Err(sqlx::Error::PoolClosed).or_store_error();
         }
         let generation = self.generation.as_ref().map_or(0, |g| g.now());
         if slot.conn.as_ref().is_some_and(|(_, at)| *at != generation) {
             // Opened to the host before the pool's last switch.
-            slot.conn = None;
+            self.drop_connection(slot);
         }
         let outcome = timeout(CHECK_TIMEOUT, async {
             if slot.conn.is_none() {
@@ -293,18 +327,27 @@ impl<DB: Driver> VersionCheck<DB> {
         match outcome {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(error)) => {
-                slot.conn = None;
+                self.drop_connection(slot);
                 Err(error).or_store_error()
             }
             Err(_) => {
                 // An I/O error, as a silent host is: the store looks for it again.
-                slot.conn = None;
+                self.drop_connection(slot);
                 let silent = std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     "the version check did not finish in time",
                 );
                 Err(sqlx::Error::Io(silent)).or_store_error()
             }
+        }
+    }
+
+    /// Drops the check's own connection, and with it what the WAL index trusted.
+    fn drop_connection(&self, slot: &mut CheckConnection<DB>) {
+        slot.conn = None;
+        #[cfg(all(target_os = "linux", feature = "sqlite"))]
+        if let Some(index) = &self.wal_index {
+            index.forget();
         }
     }
 }

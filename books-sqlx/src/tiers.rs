@@ -92,7 +92,7 @@ impl<DB: Backend> Versions for SqlStore<DB> {
     }
 
     fn known_version(&self) -> Option<Version> {
-        DB::pushed_version(&self.extra)
+        DB::pushed_version(&self.extra).or_else(|| self.check.known())
     }
 }
 

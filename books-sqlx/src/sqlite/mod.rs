@@ -21,6 +21,11 @@ use crate::error::OrStoreError;
 use crate::statement::{Arg, Dialect, Statement};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
+#[cfg(target_os = "linux")]
+mod wal_index;
+#[cfg(target_os = "linux")]
+pub(crate) use wal_index::WalIndex;
+
 /// How long a connection waits on another process's write lock before giving up (503).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -31,7 +36,9 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// default: `synchronous=FULL`, so an acknowledged write survives a power loss. Pass
 /// options with `.synchronous(SqliteSynchronous::Normal)` to
 /// [`connect_with`](SqlStore::connect_with) to trade that for faster writes (WAL keeps
-/// the file consistent either way; only the last writes may be lost).
+/// the file consistent either way; only the last writes may be lost). A store that
+/// opened its file in WAL mode knows its version without a query while nothing was
+/// committed (the WAL index's header; docs/stores.md).
 pub type SqliteStore = SqlStore<Sqlite>;
 
 /// SQLite's file: the writer, the readers, and whether the store opened them.
@@ -132,7 +139,15 @@ impl Engine for Sqlite {
         prefix: &str,
         _schema: Option<&str>,
     ) -> VersionCheck<Sqlite> {
-        VersionCheck::new(Dialect::Sqlite, prefix, "", None, files.own.then_some(None))
+        let check = VersionCheck::new(Dialect::Sqlite, prefix, "", None, files.own.then_some(None));
+        #[cfg(target_os = "linux")]
+        if files.own {
+            let options = files.readers.connect_options();
+            if let Some(index) = WalIndex::new(options.get_filename()) {
+                return check.with_wal_index(index);
+            }
+        }
+        check
     }
 }
 

@@ -63,7 +63,9 @@ async fn host_writes(store: SqliteStore, write: OutsideWrite) {
     query.execute(&mut host).await.unwrap();
 }
 
+#[path = "../common/mod.rs"]
 mod common;
+mod wal_index;
 use common::{
     api_works, cache_is_exact_across_writers, host_migrator, kept_pages_stay_exact_across_writers,
 };
@@ -72,7 +74,7 @@ mod conformance {
     use super::*;
     books_core::store_conformance_suite! {
         setup: fresh,
-        tiers: [versions, version_tally, conditional_writes, idempotent_creates, list_queries],
+        tiers: [versions, known_version, version_tally, conditional_writes, idempotent_creates, list_queries],
         outside_writes: host_writes,
     }
 }
