@@ -14,7 +14,7 @@ use books_core::store::{
 use chrono::{DateTime, Utc};
 
 use crate::backend::Backend;
-use crate::backend::SqlStore;
+use crate::backend::{ServerSet, SqlStore};
 use crate::batch::NewBook;
 use crate::error::OrStoreError;
 use crate::queries::{self, book_args};
@@ -92,6 +92,10 @@ impl<DB: Backend> Versions for SqlStore<DB> {
     }
 
     fn known_version(&self) -> Option<Version> {
+        if self.servers.check_pool().is_closed() {
+            // A closed store answers nothing, cached or not (503).
+            return None;
+        }
         DB::pushed_version(&self.extra).or_else(|| self.check.known())
     }
 }

@@ -45,6 +45,16 @@ async fn any_commit_ends_the_known_version_at_once() {
     }
 }
 
+/// A closed store knows nothing: its cached reads fail as its queries do.
+#[tokio::test]
+async fn a_closed_store_knows_no_version() {
+    let store = fresh().await;
+    let checked = store.version().await.unwrap();
+    assert_eq!(store.known_version(), Some(checked));
+    store.close().await;
+    assert_eq!(store.known_version(), None);
+}
+
 /// Checks, and expects the version known until the host renames `author` on `host`.
 async fn known_until_the_host_commits(
     store: &SqliteStore,
