@@ -134,7 +134,7 @@ pub struct VersionCheck<DB: Driver> {
     connection: Mutex<CheckConnection<DB>>,
     /// SQLite's WAL index, which tells when nothing was committed since the last check.
     #[cfg(all(target_os = "linux", feature = "sqlite"))]
-    wal_index: Option<crate::sqlite::WalIndex>,
+    wal_index: Option<crate::wal_index::WalIndex>,
 }
 
 /// The check's own connection (and the generation it was opened at), and what the last
@@ -192,7 +192,7 @@ impl<DB: Driver> VersionCheck<DB> {
     /// This check knowing the version while `index` stands still (a SQLite file the
     /// store opened, checked on a connection of its own).
     #[cfg(all(target_os = "linux", feature = "sqlite"))]
-    pub(crate) fn with_wal_index(self, index: crate::sqlite::WalIndex) -> Self {
+    pub(crate) fn with_wal_index(self, index: crate::wal_index::WalIndex) -> Self {
         Self {
             wal_index: Some(index),
             ..self

@@ -89,6 +89,8 @@ mod tiers;
 mod totals;
 mod transactions;
 mod version_triggers;
+#[cfg(all(target_os = "linux", feature = "sqlite"))]
+mod wal_index;
 
 #[cfg(any(feature = "sqlite", feature = "postgres", feature = "mysql"))]
 pub use any::{AnyStore, StoreSettings};

@@ -21,11 +21,6 @@ use crate::error::OrStoreError;
 use crate::statement::{Arg, Dialect, Statement};
 use crate::{ACQUIRE_TIMEOUT, Error, migrate};
 
-#[cfg(target_os = "linux")]
-mod wal_index;
-#[cfg(target_os = "linux")]
-pub(crate) use wal_index::WalIndex;
-
 /// How long a connection waits on another process's write lock before giving up (503).
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -143,7 +138,7 @@ impl Engine for Sqlite {
         #[cfg(target_os = "linux")]
         if files.own {
             let options = files.readers.connect_options();
-            if let Some(index) = WalIndex::new(options.get_filename()) {
+            if let Some(index) = crate::wal_index::WalIndex::new(options.get_filename()) {
                 return check.with_wal_index(index);
             }
         }
