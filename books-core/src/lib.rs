@@ -67,6 +67,7 @@ mod render;
 mod request_id;
 mod route;
 mod service;
+mod stamp;
 pub mod store;
 pub mod trace;
 mod validate;

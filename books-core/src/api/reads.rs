@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use chrono::DateTime;
-use http::header::HeaderValue;
 use http::{Response, StatusCode};
 
 use super::{BooksApi, Handled};
@@ -18,7 +17,7 @@ use crate::pagination::{Links, Meta};
 use crate::problem::Problem;
 use crate::query::Includes;
 use crate::render::{self, BookView, PageView, Ping};
-use crate::request_id::REQUEST_ID;
+use crate::stamp;
 use crate::store::ListQuery;
 
 impl BooksApi {
@@ -47,11 +46,8 @@ impl BooksApi {
                     version: extended.then_some(crate::api::VERSION),
                 };
                 let mut answer = render::success(StatusCode::OK, format, "ping", &ping);
-                // A slot for each copy's request id, so inserting it never grows the copy's
-                // header map (as the cache's answers keep one).
-                answer
-                    .headers_mut()
-                    .insert(REQUEST_ID, HeaderValue::from_static(""));
+                // Slots for each copy's request id and date, as the cache's answers keep.
+                stamp::keep_slots(answer.headers_mut());
                 let copied = copy(&answer);
                 *slot = Some((second, answer));
                 copied

@@ -15,7 +15,7 @@ use super::{Key, PageRows, Reading, Rendered, copy};
 use crate::conditional;
 use crate::config::CacheLimits;
 use crate::etag;
-use crate::request_id::REQUEST_ID;
+use crate::stamp;
 use crate::store::{BooksTally, Version};
 
 /// What the map holds under a key.
@@ -315,9 +315,7 @@ impl Entries {
     /// `rendered` kept for `key`, with its 304.
     fn keep(&mut self, key: Key, rendered: &Rendered) {
         let mut answer = copy(&rendered.answer);
-        answer
-            .headers_mut()
-            .insert(REQUEST_ID, HeaderValue::from_static(""));
+        stamp::keep_slots(answer.headers_mut());
         let not_modified = (answer.status() == StatusCode::OK)
             .then(|| answer.headers().get(ETAG))
             .flatten()

@@ -383,6 +383,7 @@ macro_rules! http_contract_suite {
             if_none_match_answers_304,
             compressed_answers_have_their_own_tags,
             cache_control_on_every_answer,
+            date_on_every_answer,
             if_match_guards_updates_and_deletes,
             if_match_compares_the_representation_the_request_would_get,
             if_match_comes_after_the_usual_checks,

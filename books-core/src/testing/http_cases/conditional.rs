@@ -297,3 +297,50 @@ pub async fn cache_control_on_every_answer(make: &impl MakeHarness) {
     let page = bounded.get("/api/books").await.expect(200);
     assert_eq!(cache_control(&page).as_deref(), Some("max-age=60"));
 }
+
+pub async fn date_on_every_answer(make: &impl MakeHarness) {
+    let app = start(make, |c| c).await;
+    let author = app.author("A").await;
+    let id = app.book(author, "Dated").await;
+    let book = format!("/api/books/{id}");
+    let tag = etag(&app.get(&book).await);
+    // One `Date`, the configured clock's: the cache's and the ping's kept answers are
+    // copied with a fresh one each time, whatever the server adds.
+    for (day, date) in [
+        (0, "Mon, 15 Jun 2026 12:00:00 GMT"),
+        (1, "Tue, 16 Jun 2026 12:00:01 GMT"),
+    ] {
+        app.clock
+            .set(june() + chrono::TimeDelta::days(day) + chrono::TimeDelta::seconds(day));
+        let kept = [
+            app.get(&book).await.expect(200),
+            app.get("/api/books?include=author").await.expect(200),
+            app.get("/api/books?include=author").await.expect(200),
+            app.get("/api/ping").await.expect(200),
+            app.send("GET", &book, &[("if-none-match", &tag)], Bytes::new())
+                .await
+                .expect(304),
+            app.get("/api/books/999").await.expect(404),
+            app.send("OPTIONS", &book, &[], Bytes::new())
+                .await
+                .expect(204),
+            app.send(
+                "GET",
+                "/api/ping",
+                &[("accept", "application/xml")],
+                Bytes::new(),
+            )
+            .await
+            .expect(200),
+        ];
+        for reply in kept {
+            let dates: Vec<_> = reply.headers.get_all("date").iter().collect();
+            assert_eq!(dates, [date], "{} {:?}", reply.status, reply.headers);
+        }
+    }
+    let written = app.valid_write("PUT", &book, author, "Again").await;
+    assert_eq!(
+        written.expect(200).header("date"),
+        Some("Tue, 16 Jun 2026 12:00:01 GMT")
+    );
+}
