@@ -4,7 +4,7 @@
 //!
 //! The slots are about cost as much as order: a copy of a kept answer has a header map
 //! no larger than its fields, and a server that added `Date` to it (hyper does when it is
-//! missing) grew the map by a large allocation per answer: 6% of an HTTP/2 ping's CPU
+//! missing) grew the map per answer: 4–6% of an HTTP/2 ping's CPU
 //! ("HTTP/2" in BENCHMARKS.md).
 
 use std::cell::RefCell;
