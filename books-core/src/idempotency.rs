@@ -106,8 +106,8 @@ pub(crate) fn keep(answer: &Response<Bytes>) -> StoredAnswer {
     }
 }
 
-/// The response for a kept answer, byte for byte as first sent (`replayed` adds
-/// `Idempotent-Replayed: true`). Whatever a host wrote into the record, the answer stays
+/// The response for a kept answer, its body and fields as first sent (`replayed` adds
+/// `Idempotent-Replayed: true`; `Date` and `X-Request-Id` are the replay's own). Whatever a host wrote into the record, the answer stays
 /// well-formed HTTP: a value that is not a valid header is left out.
 pub(crate) fn answer(kept: &StoredAnswer, replayed: bool) -> Response<Bytes> {
     let mut response = Response::new(Bytes::from(kept.body.clone()));

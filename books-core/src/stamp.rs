@@ -1,11 +1,11 @@
-//! The fields every answer of the API gets last: `X-Request-Id`, and `Date` from the
-//! configured clock (RFC 9110 §6.6.1: an origin server with a clock sends one). A kept
-//! answer (the cache's, the ping's) holds an empty slot for each, which its copies fill.
+//! The fields every answer of the API is given as it leaves: `X-Request-Id`, and `Date`
+//! from the configured clock (RFC 9110 §6.6.1: an origin server with a clock sends one).
+//! A kept answer (the cache's, the ping's) holds an empty slot for each, which its copies
+//! fill.
 //!
 //! The slots are about cost as much as order: a copy of a kept answer has a header map
-//! no larger than its fields, and a server that added `Date` to it (hyper does when it is
-//! missing) grew the map per answer: 4–6% of an HTTP/2 ping's CPU
-//! ("HTTP/2" in BENCHMARKS.md).
+//! no larger than its fields, and hyper, which adds `Date` when it is missing, grew it
+//! for every HTTP/2 answer ("HTTP/2" in BENCHMARKS.md).
 
 use std::cell::RefCell;
 
@@ -17,9 +17,10 @@ use http::{HeaderMap, Response};
 use crate::request_id::{REQUEST_ID, RequestId};
 
 /// Puts the empty slots [`stamp`] fills first among `headers`, where `stamp` finds them
-/// at once, and leaves room for one field more, so that neither `stamp` nor a server's
-/// own check for a field (hyper asks for `Content-Length` through an entry, which
-/// reserves one) grows a copy's map.
+/// at once, and leaves the index room for one field more: a copy (whose list of fields
+/// has no room to spare) then takes its `Date`, and a server's check for a field through
+/// an entry (hyper's for `Content-Length`, which reserves one), without growing. A field
+/// added to a copy, as compression's `Content-Encoding` is, still grows it.
 pub(crate) fn keep_slots(headers: &mut HeaderMap) {
     let mut slotted = HeaderMap::with_capacity(headers.len() + 3);
     slotted.insert(DATE, HeaderValue::from_static(""));
@@ -35,7 +36,10 @@ pub(crate) fn keep_slots(headers: &mut HeaderMap) {
 pub(crate) fn stamp(response: &mut Response<Bytes>, id: RequestId, second: i64) {
     let headers = response.headers_mut();
     let mut id = Some(id.into_header_value());
-    let mut date = Some(http_date(second));
+    let mut date = http_date(second);
+    if date.is_none() {
+        headers.remove(DATE);
+    }
     for (name, slot) in headers.iter_mut() {
         let value = if *name == DATE {
             date.take()
@@ -60,22 +64,23 @@ pub(crate) fn stamp(response: &mut Response<Bytes>, id: RequestId, second: i64) 
 }
 
 /// `Date`'s value for `second`, in the IMF-fixdate form (RFC 9110 §5.6.7): formatted once
-/// per second and thread, shared after that.
-fn http_date(second: i64) -> HeaderValue {
+/// per second and thread, shared after that. `None` for a second chrono cannot place.
+fn http_date(second: i64) -> Option<HeaderValue> {
     thread_local! {
-        static LAST: RefCell<(i64, HeaderValue)> =
-            const { RefCell::new((i64::MIN, HeaderValue::from_static(""))) };
+        static LAST: RefCell<Option<(i64, HeaderValue)>> = const { RefCell::new(None) };
     }
-    LAST.with_borrow_mut(|(at, value)| {
-        if *at != second {
-            let date = DateTime::from_timestamp(second, 0).unwrap_or_default();
-            let text = date.format("%a, %d %b %Y %H:%M:%S GMT").to_string();
-            // Letters, digits, commas, colons and spaces: always a valid field value.
-            if let Ok(formatted) = HeaderValue::from_maybe_shared(Bytes::from(text)) {
-                (*at, *value) = (second, formatted);
-            }
+    LAST.with_borrow_mut(|last| {
+        if let Some((at, value)) = last
+            && *at == second
+        {
+            return Some(value.clone());
         }
-        value.clone()
+        let date = DateTime::from_timestamp(second, 0)?;
+        let text = date.format("%a, %d %b %Y %H:%M:%S GMT").to_string();
+        // Letters, digits, commas, colons and spaces: always a valid field value.
+        let value = HeaderValue::from_maybe_shared(Bytes::from(text)).ok()?;
+        *last = Some((second, value.clone()));
+        Some(value)
     })
 }
 
@@ -85,15 +90,18 @@ mod tests {
 
     #[test]
     fn dates_are_imf_fixdates() {
-        assert_eq!(http_date(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT");
-        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
-        assert_eq!(http_date(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT");
+        let date = |second| http_date(second).expect("a date");
+        assert_eq!(date(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(date(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(http_date(i64::MAX), None);
     }
 
     #[test]
     fn stamping_fills_the_slots_without_growing_the_map() {
         let mut kept = Response::new(Bytes::new());
-        // The ping's fields: with both slots, the six a new map has room for.
+        // The ping's fields: with both slots, as many as a map of 8 index places takes,
+        // where hyper's `Content-Length` entry would then grow it.
         for name in ["content-type", "vary", "content-length", "cache-control"] {
             kept.headers_mut().insert(
                 http::HeaderName::from_static(name),
@@ -111,5 +119,18 @@ mod tests {
         assert_eq!(copy.headers()[DATE], "Thu, 01 Jan 1970 00:00:00 GMT");
         assert!(!copy.headers()[REQUEST_ID].is_empty());
         assert_eq!(kept.headers()[DATE], "");
+    }
+
+    #[test]
+    fn a_second_without_a_date_leaves_date_out() {
+        let mut kept = Response::new(Bytes::new());
+        keep_slots(kept.headers_mut());
+        stamp(
+            &mut kept,
+            RequestId::from_headers(&HeaderMap::new()),
+            i64::MAX,
+        );
+        assert!(!kept.headers().contains_key(DATE));
+        assert!(!kept.headers()[REQUEST_ID].is_empty());
     }
 }

@@ -321,6 +321,7 @@ pub async fn date_on_every_answer(make: &impl MakeHarness) {
                 .await
                 .expect(304),
             app.get("/api/books/999").await.expect(404),
+            app.send("HEAD", &book, &[], Bytes::new()).await.expect(200),
             app.send("OPTIONS", &book, &[], Bytes::new())
                 .await
                 .expect(204),
