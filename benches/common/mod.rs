@@ -6,7 +6,9 @@
 use books_core::store::BookRecord;
 use bytes::Bytes;
 use chrono::{DateTime, Datelike, Timelike, Utc};
-use http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, HeaderValue, LOCATION, VARY};
+use http::header::{
+    CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, DATE, HeaderValue, LOCATION, VARY,
+};
 use http::{Response, StatusCode};
 use serde::Serialize;
 
@@ -15,6 +17,10 @@ pub const BASE: &str = "http://localhost:8080";
 /// The request id every bench request sends (the API echoes it; generating one instead
 /// costs a hash and a 16-digit format).
 pub const REQUEST_ID: &str = "bench-1";
+
+/// `Date` at the benches' clock (2026-06-15 12:00:00 UTC), prepared as the other values
+/// are (the API formats it once per second).
+pub const DATE_VALUE: &str = "Mon, 15 Jun 2026 12:00:00 GMT";
 
 /// Asserts two responses are byte-identical (status, headers, body).
 pub fn same(ours: &Response<Bytes>, floor: &Response<Bytes>) {
@@ -38,6 +44,7 @@ pub fn respond(status: StatusCode, content_type: &'static str, body: Vec<u8>) ->
     headers.insert(CONTENT_LENGTH, HeaderValue::from(length));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert("x-request-id", HeaderValue::from_static(REQUEST_ID));
+    headers.insert(DATE, HeaderValue::from_static(DATE_VALUE));
     response
 }
 
