@@ -250,7 +250,7 @@ impl BooksApi {
             });
             trace::answered(&span, response.status());
             timer.answered(&parts.method, route, response.status());
-            stamp::stamp(&mut response, id, config.unix_seconds());
+            stamp::stamp(&mut response, id, || config.unix_seconds());
             response
         }
     }

@@ -20,46 +20,52 @@ use crate::request_id::{REQUEST_ID, RequestId};
 /// at once, and leaves the index room for one field more: a copy (whose list of fields
 /// has no room to spare) then takes its `Date`, and a server's check for a field through
 /// an entry (hyper's for `Content-Length`, which reserves one), without growing. A field
-/// added to a copy, as compression's `Content-Encoding` is, still grows it.
-pub(crate) fn keep_slots(headers: &mut HeaderMap) {
+/// added to a copy, as compression's `Content-Encoding` is, still grows it. An answer of
+/// one `second` (the extended ping's) has its `Date` filled instead, which copies keep.
+pub(crate) fn keep_slots(headers: &mut HeaderMap, second: Option<i64>) {
     let mut slotted = HeaderMap::with_capacity(headers.len() + 3);
-    slotted.insert(DATE, HeaderValue::from_static(""));
+    let date = second.and_then(http_date);
+    slotted.insert(DATE, date.unwrap_or(HeaderValue::from_static("")));
     slotted.insert(REQUEST_ID, HeaderValue::from_static(""));
     slotted.extend(std::mem::take(headers));
     *headers = slotted;
 }
 
-/// Sets `X-Request-Id` to `id` and `Date` to `second` (since the Unix epoch). A kept
-/// answer's copy has their slots first: found at once, where hashing a name to insert
-/// it costs several times more. (The id moves in: a generated id's first clone would
-/// allocate.)
-pub(crate) fn stamp(response: &mut Response<Bytes>, id: RequestId, second: i64) {
+/// Sets `X-Request-Id` to `id`, and an empty or missing `Date` to the second `clock`
+/// gives (since the Unix epoch); a `Date` the answer carries is kept (the extended ping's,
+/// the second its body names), and the clock is then not read. A kept answer's copy has
+/// both slots first: found at once, where hashing a name to insert it costs several times
+/// more. (The id moves in: a generated id's first clone would allocate.)
+pub(crate) fn stamp(response: &mut Response<Bytes>, id: RequestId, clock: impl FnOnce() -> i64) {
     let headers = response.headers_mut();
     let mut id = Some(id.into_header_value());
-    let mut date = http_date(second);
-    if date.is_none() {
-        headers.remove(DATE);
-    }
-    for (name, slot) in headers.iter_mut() {
-        let value = if *name == DATE {
-            date.take()
-        } else if *name == REQUEST_ID {
-            id.take()
-        } else {
-            None
-        };
-        if let Some(value) = value {
-            *slot = value;
+    let mut clock = Some(clock);
+    let mut undated = false;
+    for (name, value) in headers.iter_mut() {
+        if *name == REQUEST_ID {
+            if let Some(id) = id.take() {
+                *value = id;
+            }
+        } else if *name == DATE
+            && let Some(clock) = clock.take()
+            && value.is_empty()
+        {
+            match http_date(clock()) {
+                Some(date) => *value = date,
+                None => undated = true,
+            }
         }
-        if id.is_none() && date.is_none() {
-            return;
+        if id.is_none() && clock.is_none() {
+            break;
         }
     }
     if let Some(id) = id {
         headers.insert(REQUEST_ID, id);
     }
-    if let Some(date) = date {
+    if let Some(date) = clock.and_then(|clock| http_date(clock())) {
         headers.insert(DATE, date);
+    } else if undated {
+        headers.remove(DATE);
     }
 }
 
@@ -108,11 +114,11 @@ mod tests {
                 HeaderValue::from_static("x"),
             );
         }
-        keep_slots(kept.headers_mut());
+        keep_slots(kept.headers_mut(), None);
         let mut copy = Response::new(Bytes::new());
         *copy.headers_mut() = kept.headers().clone();
         let room = copy.headers().capacity();
-        stamp(&mut copy, RequestId::from_headers(&HeaderMap::new()), 0);
+        stamp(&mut copy, RequestId::from_headers(&HeaderMap::new()), || 0);
         let _ = copy.headers_mut().entry(http::header::CONTENT_LENGTH);
         assert_eq!(copy.headers().capacity(), room);
         assert_eq!(copy.headers().len(), 6);
@@ -123,14 +129,33 @@ mod tests {
 
     #[test]
     fn a_second_without_a_date_leaves_date_out() {
+        let unplaceable = || i64::MAX;
         let mut kept = Response::new(Bytes::new());
-        keep_slots(kept.headers_mut());
-        stamp(
-            &mut kept,
-            RequestId::from_headers(&HeaderMap::new()),
-            i64::MAX,
-        );
-        assert!(!kept.headers().contains_key(DATE));
-        assert!(!kept.headers()[REQUEST_ID].is_empty());
+        keep_slots(kept.headers_mut(), None);
+        stamp(&mut kept, RequestId::generate(), unplaceable);
+        let mut bare = Response::new(Bytes::new());
+        stamp(&mut bare, RequestId::generate(), unplaceable);
+        for answer in [kept, bare] {
+            assert!(!answer.headers().contains_key(DATE));
+            assert!(!answer.headers()[REQUEST_ID].is_empty());
+        }
+    }
+
+    #[test]
+    fn a_dated_answer_keeps_its_date_and_reads_no_clock() {
+        let mut kept = Response::new(Bytes::new());
+        keep_slots(kept.headers_mut(), Some(784_111_777));
+        let mut copy = Response::new(Bytes::new());
+        *copy.headers_mut() = kept.headers().clone();
+        stamp(&mut copy, RequestId::generate(), || {
+            panic!("the clock is read")
+        });
+        assert_eq!(copy.headers()[DATE], "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(copy.headers().get_all(DATE).iter().count(), 1);
+        assert!(!copy.headers()[REQUEST_ID].is_empty());
+        // Without a slot of its own, an answer is dated by the clock.
+        let mut bare = Response::new(Bytes::new());
+        stamp(&mut bare, RequestId::generate(), || 0);
+        assert_eq!(bare.headers()[DATE], "Thu, 01 Jan 1970 00:00:00 GMT");
     }
 }

@@ -46,8 +46,9 @@ impl BooksApi {
                     version: extended.then_some(crate::api::VERSION),
                 };
                 let mut answer = render::success(StatusCode::OK, format, "ping", &ping);
-                // Slots for each copy's request id and date, as the cache's answers keep.
-                stamp::keep_slots(answer.headers_mut());
+                // Slots for each copy's request id and date, as the cache's answers keep;
+                // the extended ping's `Date` is its body's second, filled here once.
+                stamp::keep_slots(answer.headers_mut(), extended.then_some(second));
                 let copied = copy(&answer);
                 *slot = Some((second, answer));
                 copied

@@ -315,7 +315,7 @@ impl Entries {
     /// `rendered` kept for `key`, with its 304.
     fn keep(&mut self, key: Key, rendered: &Rendered) {
         let mut answer = copy(&rendered.answer);
-        stamp::keep_slots(answer.headers_mut());
+        stamp::keep_slots(answer.headers_mut(), None);
         let not_modified = (answer.status() == StatusCode::OK)
             .then(|| answer.headers().get(ETAG))
             .flatten()

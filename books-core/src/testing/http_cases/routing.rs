@@ -21,6 +21,8 @@ pub async fn ping_extended_adds_time_and_version(make: &impl MakeHarness) {
     app.clock.set(june() + chrono::TimeDelta::seconds(1));
     let again = app.get("/api/ping").await.expect(200);
     assert_eq!(again.json()["time"], "2026-06-15T12:00:01Z");
+    // `Date` is the body's second (filled with it once, not read from the clock again).
+    assert_eq!(again.header("date"), Some("Mon, 15 Jun 2026 12:00:01 GMT"));
     let xml = app.accept("/api/ping", "application/xml").await.expect(200);
     assert!(
         xml.xml()
