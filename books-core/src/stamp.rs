@@ -1,7 +1,7 @@
 //! The fields every answer of the API is given as it leaves: `X-Request-Id`, and `Date`
 //! from the configured clock (RFC 9110 §6.6.1: an origin server with a clock sends one).
-//! A kept answer (the cache's, the ping's) holds an empty slot for each, which its copies
-//! fill.
+//! A kept answer (the cache's, the ping's) holds a slot for each, which its copies fill:
+//! empty, but for the extended ping's `Date`, which names its body's second.
 //!
 //! The slots are about cost as much as order: a copy of a kept answer has a header map
 //! no larger than its fields, and hyper, which adds `Date` when it is missing, grew it

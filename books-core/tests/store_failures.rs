@@ -6,7 +6,7 @@ use books_core::store::{
     IdempotencyKey, IdempotencyRecord, IdempotentCreates, KeyedCreate, ListQuery, Precondition,
     StoreError, Version, Versions,
 };
-use books_core::{BooksApi, Config};
+use books_core::{BooksApi, Clock, Config};
 use chrono::{DateTime, Utc};
 use http::Request;
 
@@ -181,6 +181,34 @@ async fn ping_needs_no_store() {
     let api = BooksApi::new(Failing { unavailable: true }, Config::default());
     let request = Request::get("/api/ping").body(String::new()).unwrap();
     assert_eq!(api.handle(request).await.status(), 200);
+}
+
+/// A clock one second later at each read.
+#[derive(Debug, Default)]
+struct Ticking(std::sync::atomic::AtomicI64);
+
+impl Clock for Ticking {
+    fn now(&self) -> DateTime<Utc> {
+        let read = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        DateTime::from_timestamp(1_781_524_800 + read, 0).expect("a date")
+    }
+}
+
+#[tokio::test]
+async fn the_extended_ping_is_dated_by_its_own_second() {
+    let config = Config::default()
+        .with_extended_ping(true)
+        .with_clock(Ticking::default());
+    let api = BooksApi::new(Failing { unavailable: true }, config);
+    for _ in 0..3 {
+        let request = Request::get("/api/ping").body(String::new()).unwrap();
+        let response = api.handle(request).await;
+        let body: serde_json::Value = serde_json::from_slice(response.body()).unwrap();
+        let time = DateTime::parse_from_rfc3339(body["time"].as_str().unwrap()).unwrap();
+        let date = response.headers()["date"].to_str().unwrap();
+        let date = DateTime::parse_from_rfc2822(date).unwrap();
+        assert_eq!(date, time, "Date and the body's time name one second");
+    }
 }
 
 #[test]
