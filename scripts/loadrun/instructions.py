@@ -13,7 +13,6 @@ import http.client
 import os
 import subprocess
 import tempfile
-import urllib.error
 import urllib.request
 
 from loadrun.harness import RELEASE, SERVER, prepare_store, wait_port, wrk
@@ -95,6 +94,9 @@ def instructions(args):
                     subprocess.run(["callgrind_control", "-d", str(proc.pid)], check=True, capture_output=True)
                     if non2xx and status == 200:
                         raise RuntimeError(f"{name} answered {non2xx} errors")
+                    # wrk counts neither a 200 nor a 304 as an error: the tag checked again.
+                    if binary and conditional and status_of(port, path, {"If-None-Match": etag}) != status:
+                        raise RuntimeError(f"{name} stopped answering its own ETag with {status}")
                     if not requests:
                         raise RuntimeError(f"{name} answered nothing in {args.seconds} s under Callgrind "
                                            "(a loaded machine): run again with more --seconds")
